@@ -1,0 +1,97 @@
+"""Degeneration metrics on generated text: the signatures of a model that broke, not one that erred.
+
+`!!!!!!!!!!!!!!!!` (vLLM 0.25.0) and `,,,,,,,,,,,,,,,,` (our mixed-dtype engine) are long runs of one
+character; a looping decoder shows as repeated n-grams; mojibake or control bytes as abnormal
+characters.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# Whitespace-separated words, or single CJK characters (which carry no spaces between "tokens").
+_TOKEN = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\s\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+"
+)
+
+# Defaults chosen so fluent text in any script never trips them, while a stuck decoder always does.
+SEVERE_CHAR_RUN = 12
+SEVERE_TOKEN_RUN = 8
+SEVERE_ABNORMAL_RATIO = 0.3
+SEVERE_REPEATED_NGRAM_RATIO = 0.6
+NGRAM = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DegenerationMetrics:
+    """How degenerate one text is. Ratios are in [0, 1]; runs are counts."""
+
+    length: int
+    longest_char_run: int
+    longest_char_run_char: str
+    longest_token_run: int
+    abnormal_char_ratio: float
+    repeated_ngram_ratio: float
+    empty: bool
+
+
+def _longest_run(items: list[str]) -> tuple[int, str]:
+    best, best_item, run, prev = 0, "", 0, None
+    for item in items:
+        run = run + 1 if item == prev else 1
+        prev = item
+        if run > best:
+            best, best_item = run, item
+    return best, best_item
+
+
+def _is_abnormal(ch: str) -> bool:
+    # Replacement characters, private-use, unassigned, surrogates and control characters other than
+    # ordinary whitespace are what broken decoding produces; punctuation runs are caught by runs.
+    if ch in "\n\r\t":
+        return False
+    if ch == "\ufffd":
+        return True
+    return unicodedata.category(ch) in {"Cc", "Cf", "Co", "Cn", "Cs"}
+
+
+def _repeated_ngram_ratio(tokens: list[str], n: int) -> float:
+    if len(tokens) < n + 1:
+        return 0.0
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def degeneration_metrics(text: str) -> DegenerationMetrics:
+    """Compute every degeneration metric of one generated text."""
+    stripped = text.strip()
+    char_run, char = _longest_run([c for c in text if not c.isspace()])
+    tokens = _TOKEN.findall(text)
+    token_run, _ = _longest_run(tokens)
+    abnormal = sum(1 for c in text if _is_abnormal(c))
+    return DegenerationMetrics(
+        length=len(text),
+        longest_char_run=char_run,
+        longest_char_run_char=char,
+        longest_token_run=token_run,
+        abnormal_char_ratio=abnormal / len(text) if text else 0.0,
+        repeated_ngram_ratio=_repeated_ngram_ratio(tokens, NGRAM),
+        empty=not stripped,
+    )
+
+
+def is_severe(m: DegenerationMetrics) -> str | None:
+    """The reason the text counts as severely degenerate, or None. Emptiness is judged elsewhere
+    (relative to the baseline), since an empty answer can be legitimate."""
+    symbol_run = not m.longest_char_run_char.isalnum()
+    if m.longest_char_run >= (SEVERE_CHAR_RUN if symbol_run else 2 * SEVERE_CHAR_RUN):
+        return f"same character {m.longest_char_run_char!r} repeated {m.longest_char_run} times"
+    if m.longest_token_run >= SEVERE_TOKEN_RUN:
+        return f"same token repeated {m.longest_token_run} times in a row"
+    if m.abnormal_char_ratio >= SEVERE_ABNORMAL_RATIO:
+        return f"{m.abnormal_char_ratio:.0%} abnormal characters"
+    if m.repeated_ngram_ratio >= SEVERE_REPEATED_NGRAM_RATIO and m.length >= 40:
+        return f"{m.repeated_ngram_ratio:.0%} of {NGRAM}-grams are repeats"
+    return None
