@@ -1,0 +1,218 @@
+"""Capability discovery: what a server really supports, found by trying it, not by reading docs.
+
+A gate that needs a capability the server lacks reports the metric as inconclusive; the startup
+gate reports a capability the baseline has and the candidate lost as a regression.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.types import Completion
+
+_WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """One capability as observed: supported is None when the probe itself could not run."""
+
+    name: str
+    supported: bool | None
+    detail: str
+
+
+Prober = Callable[
+    [Endpoint, Callable[[Mapping[str, Any]], dict[str, Any]], float], Awaitable[Capability]
+]
+
+
+def _failed(name: str, result: Completion) -> Capability:
+    assert result.error is not None
+    rejected = result.error.category in ("rejected", "error_body")
+    return Capability(
+        name, False if rejected else None, f"{result.error.category}: {result.error.message[:120]}"
+    )
+
+
+def _msg(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+async def _logprobs(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    r = await ep.chat(
+        body(
+            {
+                "messages": _msg("Say hi."),
+                "max_tokens": 2,
+                "temperature": 0,
+                "logprobs": True,
+                "top_logprobs": 5,
+            }
+        ),
+        deadline_s=dl,
+    )
+    if r.error is not None:
+        return _failed("logprobs", r)
+    if not r.logprobs:
+        return Capability("logprobs", False, "no logprobs in the answer")
+    top = min(len(t.top) for t in r.logprobs)
+    return Capability("logprobs", True, f"top_logprobs asked 5, got {top}")
+
+
+async def _echo(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    r = await ep.completion(
+        body(
+            {
+                "prompt": "The sky is blue",
+                "max_tokens": 1,
+                "temperature": 0,
+                "echo": True,
+                "logprobs": 1,
+            }
+        ),
+        deadline_s=dl,
+    )
+    if r.error is not None:
+        return _failed("prompt_logprobs", r)
+    n = len(r.prompt_logprobs or ())
+    return Capability("prompt_logprobs", n > 0, f"{n} prompt token logprobs with echo")
+
+
+async def _stream_usage(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    r = await ep.chat(
+        body(
+            {
+                "messages": _msg("Say hi."),
+                "max_tokens": 4,
+                "temperature": 0,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        ),
+        deadline_s=dl,
+    )
+    if r.error is not None:
+        return _failed("stream_usage", r)
+    ok = r.usage is not None and r.usage.completion_tokens is not None
+    return Capability(
+        "stream_usage", ok, "usage chunk present" if ok else "no usage chunk in stream"
+    )
+
+
+async def _tools(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    r = await ep.chat(
+        body(
+            {
+                "messages": _msg("What is the weather in Paris?"),
+                "max_tokens": 48,
+                "temperature": 0,
+                "tools": [_WEATHER_TOOL],
+                "tool_choice": choice,
+            }
+        ),
+        deadline_s=dl,
+    )
+    if r.error is not None:
+        return _failed("tools", r)
+    names = [c.name for c in r.tool_calls]
+    return Capability("tools", "get_weather" in names, f"tool_calls: {names or 'none'}")
+
+
+async def _json_mode(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    r = await ep.chat(
+        body(
+            {
+                "messages": _msg("Give a JSON object with key a set to 1."),
+                "max_tokens": 24,
+                "temperature": 0,
+                "response_format": {"type": "json_object"},
+            }
+        ),
+        deadline_s=dl,
+    )
+    if r.error is not None:
+        return _failed("json_object", r)
+    try:
+        json.loads(r.text)
+    except ValueError:
+        return Capability("json_object", False, f"content is not JSON: {r.text[:60]!r}")
+    return Capability("json_object", True, "content parses as JSON")
+
+
+async def _embeddings(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    r = await ep.embeddings(body({"input": "hello world"}), deadline_s=dl)
+    if r.error is not None:
+        return Capability(
+            "embeddings",
+            False if r.error.category == "rejected" else None,
+            f"{r.error.category}: {r.error.message[:120]}",
+        )
+    dim = len(r.vectors[0]) if r.vectors else 0
+    return Capability("embeddings", dim > 0, f"dimension {dim}")
+
+
+def _raw_prober(name: str, path: str) -> Prober:
+    async def probe(
+        ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+    ) -> Capability:
+        r = await ep.raw("GET", path, deadline_s=dl)
+        if r.error is not None:
+            return Capability(name, None, f"{r.error.category}: {r.error.message[:120]}")
+        return Capability(name, r.ok, f"HTTP {r.status}")
+
+    return probe
+
+
+PROBERS: dict[str, Prober] = {
+    "logprobs": _logprobs,
+    "prompt_logprobs": _echo,
+    "stream_usage": _stream_usage,
+    "tools": _tools,
+    "json_object": _json_mode,
+    "embeddings": _embeddings,
+    "version": _raw_prober("version", "../version"),
+    "metrics": _raw_prober("metrics", "../metrics"),
+}
+
+
+async def discover(
+    endpoint: Endpoint, model: str | None, *, deadline_s: float = 20.0
+) -> dict[str, Capability]:
+    """Try every capability on one endpoint, one request at a time."""
+
+    def body(request: Mapping[str, Any]) -> dict[str, Any]:
+        return {**request, "model": model} if model else dict(request)
+
+    found: dict[str, Capability] = {}
+    for name, prober in PROBERS.items():
+        found[name] = await prober(endpoint, body, deadline_s)
+    return found

@@ -1,0 +1,52 @@
+"""Helpers that turn raw observations into finding fields: excerpts and curl reproducers."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from servegate.endpoints.types import Completion
+
+EXCERPT_CHARS = 200
+
+
+def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    """A short, printable excerpt: control characters escaped, long text cut with a marker."""
+    if text is None:
+        return "<null>"
+    cleaned = "".join(
+        ch
+        if ch.isprintable() or ch in "\n\t"
+        else f"\\x{ord(ch):02x}"
+        if ord(ch) < 256
+        else f"\\u{ord(ch):04x}"
+        for ch in text
+    )
+    return cleaned if len(cleaned) <= limit else cleaned[:limit] + f"… (+{len(cleaned) - limit})"
+
+
+def describe(result: Completion) -> str:
+    """What came back, for an excerpt: the text, or the error when the request failed."""
+    if result.error is not None:
+        return f"[{result.error.category}] {result.error.message}"
+    if result.tool_calls:
+        calls = "; ".join(f"{c.name}({c.arguments})" for c in result.tool_calls)
+        return excerpt(f"{result.content or ''} tool_calls: {calls}".strip())
+    return excerpt(result.content)
+
+
+def curl(
+    base_url: str, api: str, body: Mapping[str, Any], *, python_body: str | None = None
+) -> str:
+    """A command that replays the request; the key comes from the environment, never the report.
+    `python_body` is a Python expression for bodies too large to print (a 12,000-word prompt)."""
+    path = "/chat/completions" if api == "chat" else "/completions"
+    url = shlex.quote(base_url.rstrip("/") + path)
+    head = f"curl -sS {url} -H 'Content-Type: application/json' "
+    auth = '-H "Authorization: Bearer $OPENAI_API_KEY"'
+    if python_body is not None:
+        make = f"import json; print(json.dumps({python_body}))"
+        return f"python3 -c {shlex.quote(make)} | {head}{auth} --data-binary @-"
+    return f"{head}{auth} -d {shlex.quote(json.dumps(body, ensure_ascii=False))}"

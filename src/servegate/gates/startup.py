@@ -1,0 +1,265 @@
+"""Gate 1, startup: both sides serve a real completion, list models, reject the impossible fast.
+
+`/health` can stay green while inference is dead (vLLM #35541), so readiness is a real 1-token
+completion; a prompt longer than the context must be rejected quickly, never hang.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from servegate.config.models import GateConfig, Policy
+from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.types import Completion, RawResponse
+from servegate.gates.capabilities import Capability, discover
+from servegate.gates.evidence import curl, describe
+from servegate.gates.pair import EndpointPair
+from servegate.verdict.model import Finding, GateResult, Severity, Status
+
+NAME = "startup"
+READY_REQUEST = {"prompt": "Hello", "max_tokens": 1, "temperature": 0}
+IMPOSSIBLE_WORD = "hello "
+
+
+@dataclass(frozen=True)
+class SideEvidence:
+    """What one side showed at start-up."""
+
+    name: str
+    base_url: str
+    models_status: int | None
+    models: tuple[str, ...]
+    ready: Completion
+    ready_ms: float | None
+    impossible: Completion
+    impossible_ms: float
+    capabilities: dict[str, Capability] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StartupEvidence:
+    baseline: SideEvidence
+    candidate: SideEvidence
+    impossible_words: int
+    impossible_deadline_s: float
+
+
+def _model_ids(resp: RawResponse) -> tuple[str, ...]:
+    if not resp.ok:
+        return ()
+    try:
+        data = resp.json().get("data", [])
+        return tuple(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
+    except (ValueError, AttributeError, TypeError):
+        return ()
+
+
+async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEvidence:
+    models = await ep.raw("GET", "/models", deadline_s=cfg.probe_deadline_s)
+    t0 = time.perf_counter()
+    ready = await ep.completion(pair.body(READY_REQUEST), deadline_s=cfg.probe_deadline_s)
+    ready_ms = (time.perf_counter() - t0) * 1e3 if ready.ok else None
+    pair.recorder.record(
+        gate=NAME,
+        probe="ready",
+        side=ep.name,
+        api="completions",
+        request=READY_REQUEST,
+        result=ready,
+    )
+    impossible_body = pair.body(
+        {
+            "prompt": IMPOSSIBLE_WORD * cfg.impossible_prompt_words,
+            "max_tokens": 16,
+            "temperature": 0,
+        }
+    )
+    t0 = time.perf_counter()
+    impossible = await ep.completion(impossible_body, deadline_s=cfg.probe_deadline_s)
+    impossible_ms = (time.perf_counter() - t0) * 1e3
+    pair.recorder.record(
+        gate=NAME,
+        probe="impossible-request",
+        side=ep.name,
+        api="completions",
+        request={
+            **impossible_body,
+            "prompt": f"{IMPOSSIBLE_WORD!r} * {cfg.impossible_prompt_words}",
+        },
+        result=impossible,
+    )
+    caps = await discover(ep, pair.model, deadline_s=cfg.probe_deadline_s) if ready.ok else {}
+    return SideEvidence(
+        name=ep.name,
+        base_url=ep.base_url,
+        models_status=models.status,
+        models=_model_ids(models),
+        ready=ready,
+        ready_ms=ready_ms,
+        impossible=impossible,
+        impossible_ms=impossible_ms,
+        capabilities=caps,
+    )
+
+
+async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
+    """Probe both sides, baseline first."""
+    baseline = await _side(pair, pair.baseline, cfg)
+    candidate = await _side(pair, pair.candidate, cfg)
+    return StartupEvidence(baseline, candidate, cfg.impossible_prompt_words, cfg.probe_deadline_s)
+
+
+def _rejected_fast(side: SideEvidence, policy: Policy) -> bool:
+    err = side.impossible.error
+    return (
+        err is not None
+        and err.category in ("rejected", "error_body")
+        and side.impossible_ms <= policy.impossible_reject_s * 1e3
+    )
+
+
+def _impossible_findings(ev: StartupEvidence, policy: Policy) -> list[Finding]:
+    b, c = ev.baseline, ev.candidate
+    python_body = f"{{'prompt': {IMPOSSIBLE_WORD!r} * {ev.impossible_words}, 'max_tokens': 16}}"
+    repro = curl(c.base_url, "completions", {}, python_body=python_body)
+    cerr = c.impossible.error
+    if cerr is not None and cerr.category in ("timeout", "stalled"):
+        return [
+            Finding(
+                probe="impossible-request",
+                category="timeout",
+                severity=Severity.CRITICAL,
+                side=c.name,
+                message=(
+                    f"a prompt longer than the context ({ev.impossible_words} words) got no answer "
+                    f"within {ev.impossible_deadline_s:.0f} s: the server hangs instead of "
+                    "rejecting it (the vLLM #35541 class)"
+                ),
+                baseline_excerpt=f"{describe(b.impossible)} in {b.impossible_ms:.0f} ms",
+                candidate_excerpt=f"{describe(c.impossible)} after {c.impossible_ms:.0f} ms",
+                curl=repro,
+            )
+        ]
+    if not _rejected_fast(b, policy):
+        return [
+            Finding(
+                probe="impossible-request",
+                category="not_judged",
+                severity=Severity.INFO,
+                message="the baseline did not reject the over-long prompt quickly, so the "
+                "candidate is not judged on it (raise --impossible-words above the context)",
+                baseline_excerpt=f"{describe(b.impossible)} in {b.impossible_ms:.0f} ms",
+            )
+        ]
+    if _rejected_fast(c, policy):
+        return []
+    if cerr is not None and cerr.category in ("rejected", "error_body"):
+        msg = f"rejected the over-long prompt only after {c.impossible_ms:.0f} ms"
+    elif cerr is not None:
+        msg = f"failed the over-long prompt with {cerr.category} instead of rejecting it"
+    else:
+        msg = "accepted a prompt longer than the context that the baseline rejected"
+    return [
+        Finding(
+            probe="impossible-request",
+            category="impossible_request",
+            severity=Severity.MAJOR,
+            side=c.name,
+            message=msg,
+            baseline_excerpt=f"{describe(b.impossible)} in {b.impossible_ms:.0f} ms",
+            candidate_excerpt=f"{describe(c.impossible)} in {c.impossible_ms:.0f} ms",
+            curl=repro,
+        )
+    ]
+
+
+def _capability_findings(ev: StartupEvidence) -> list[Finding]:
+    out = []
+    for name, base in ev.baseline.capabilities.items():
+        cand = ev.candidate.capabilities.get(name)
+        if base.supported and cand is not None and cand.supported is not True:
+            out.append(
+                Finding(
+                    probe=f"capability:{name}",
+                    category="capability_lost",
+                    severity=Severity.MAJOR,
+                    side=ev.candidate.name,
+                    message=f"the baseline supports {name} and the candidate does not",
+                    baseline_excerpt=base.detail,
+                    candidate_excerpt=cand.detail,
+                )
+            )
+    return out
+
+
+def evaluate(ev: StartupEvidence, policy: Policy) -> GateResult:
+    """Judge start-up: readiness, models, the impossible request, lost capabilities."""
+    b, c = ev.baseline, ev.candidate
+    metrics: dict[str, float | int | str | bool | None] = {
+        "baseline_ready_ms": b.ready_ms,
+        "candidate_ready_ms": c.ready_ms,
+        "baseline_impossible_ms": round(b.impossible_ms, 1),
+        "candidate_impossible_ms": round(c.impossible_ms, 1),
+        "baseline_impossible_status": b.impossible.status,
+        "candidate_impossible_status": c.impossible.status,
+    }
+    details = {
+        side.name: {
+            k: {"supported": v.supported, "detail": v.detail} for k, v in side.capabilities.items()
+        }
+        for side in (b, c)
+    }
+    if not b.ready.ok:
+        finding = Finding(
+            probe="ready",
+            category=str(b.ready.error.category) if b.ready.error else "error",
+            severity=Severity.MAJOR,
+            side=b.name,
+            message="the baseline did not answer a 1-token completion; nothing can be judged",
+            baseline_excerpt=describe(b.ready),
+        )
+        return GateResult(
+            name=NAME,
+            status=Status.INCONCLUSIVE,
+            summary="baseline not ready",
+            metrics=metrics,
+            findings=(finding,),
+            details={"capabilities": details},
+        )
+    findings: list[Finding] = []
+    if not c.ready.ok:
+        findings.append(
+            Finding(
+                probe="ready",
+                category=str(c.ready.error.category) if c.ready.error else "error",
+                severity=Severity.CRITICAL,
+                side=c.name,
+                message="the candidate did not answer a 1-token completion",
+                candidate_excerpt=describe(c.ready),
+                curl=curl(c.base_url, "completions", READY_REQUEST),
+            )
+        )
+    if b.models and not c.models:
+        findings.append(
+            Finding(
+                probe="models",
+                category="models",
+                severity=Severity.MAJOR,
+                side=c.name,
+                message=f"GET /models answered {c.models_status} with no model list",
+            )
+        )
+    findings += _impossible_findings(ev, policy)
+    findings += _capability_findings(ev)
+    blocking = [f for f in findings if f.blocking]
+    status = Status.FAIL if blocking else Status.PASS
+    summary = "; ".join(f.message for f in blocking[:2]) if blocking else "both sides serve"
+    return GateResult(
+        name=NAME,
+        status=status,
+        summary=summary,
+        metrics=metrics,
+        findings=tuple(findings),
+        details={"capabilities": details},
+    )
