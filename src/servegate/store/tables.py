@@ -1,0 +1,72 @@
+"""SQLAlchemy Core tables: runs, every request with its result, and judged gates.
+
+Designed to grow: baselines (keyed by endpoint fingerprint), resume (a request is identified by
+run, gate, probe and side) and reports hang off these without migrating existing rows.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", String(200), nullable=True),
+    Column("started_at", String(40), nullable=False),
+    Column("finished_at", String(40), nullable=True),
+    Column("state", String(16), nullable=False),  # running | finished | error
+    Column("verdict", String(16), nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("baseline_url", Text, nullable=False),
+    Column("candidate_url", Text, nullable=False),
+    Column("model", String(200), nullable=True),
+    Column("config_json", Text, nullable=False),
+    Column("report_json", Text, nullable=True),
+)
+
+requests = Table(
+    "requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False),
+    Column("gate", String(40), nullable=False),
+    Column("probe", String(200), nullable=False),
+    Column("side", String(40), nullable=False),
+    Column("api", String(20), nullable=False),
+    Column("recorded_at", String(40), nullable=False),
+    Column("request_json", Text, nullable=False),
+    Column("http_status", Integer, nullable=True),
+    Column("error_category", String(40), nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("content", Text, nullable=True),
+    Column("finish_reason", String(40), nullable=True),
+    Column("ttft_ms", Float, nullable=True),
+    Column("e2el_ms", Float, nullable=True),
+    Column("result_json", Text, nullable=False),
+)
+Index(
+    "ix_requests_run_probe", requests.c.run_id, requests.c.gate, requests.c.probe, requests.c.side
+)
+
+gate_results = Table(
+    "gate_results",
+    metadata,
+    Column("run_id", String(32), ForeignKey("runs.id"), primary_key=True),
+    Column("gate", String(40), primary_key=True),
+    Column("status", String(16), nullable=False),
+    Column("result_json", Text, nullable=False),
+)
