@@ -1,0 +1,90 @@
+from servegate.config.models import Policy
+from servegate.endpoints.errors import ErrorCategory, RequestError
+from servegate.endpoints.types import Completion
+from servegate.gates.capabilities import Capability
+from servegate.gates.startup import SideEvidence, StartupEvidence, evaluate
+from servegate.verdict.model import Severity, Status
+
+OK = Completion(status=200, content="Hi")
+REJECTED = Completion(
+    status=400, error=RequestError(ErrorCategory.REJECTED, "exceeds context", status=400)
+)
+TIMED_OUT = Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "no headers in 15 s"))
+
+
+def _side(
+    name: str,
+    *,
+    ready: Completion = OK,
+    impossible: Completion = REJECTED,
+    impossible_ms: float = 40.0,
+    caps: dict[str, Capability] | None = None,
+) -> SideEvidence:
+    return SideEvidence(
+        name=name,
+        base_url=f"http://127.0.0.1:1/{name}/v1",
+        models_status=200,
+        models=("m",),
+        ready=ready,
+        ready_ms=12.0 if ready.ok else None,
+        impossible=impossible,
+        impossible_ms=impossible_ms,
+        capabilities=caps or {},
+    )
+
+
+def _evaluate(baseline: SideEvidence, candidate: SideEvidence) -> tuple[Status, list[str]]:
+    result = evaluate(StartupEvidence(baseline, candidate, 12000, 15.0), Policy())
+    return result.status, [f.category for f in result.findings if f.blocking]
+
+
+def test_both_sides_ready_and_rejecting_fast_passes() -> None:
+    assert _evaluate(_side("baseline"), _side("candidate")) == (Status.PASS, [])
+
+
+def test_hanging_on_an_impossible_prompt_fails_with_a_timeout_finding() -> None:
+    status, categories = _evaluate(
+        _side("baseline"), _side("candidate", impossible=TIMED_OUT, impossible_ms=15000)
+    )
+    assert status is Status.FAIL
+    assert categories == ["timeout"]
+
+
+def test_a_slow_rejection_is_a_finding() -> None:
+    status, categories = _evaluate(_side("baseline"), _side("candidate", impossible_ms=30_000))
+    assert (status, categories) == (Status.FAIL, ["impossible_request"])
+
+
+def test_accepting_what_the_baseline_rejects_is_a_finding() -> None:
+    status, categories = _evaluate(_side("baseline"), _side("candidate", impossible=OK))
+    assert (status, categories) == (Status.FAIL, ["impossible_request"])
+
+
+def test_impossible_request_is_not_judged_when_the_baseline_accepts_it() -> None:
+    status, categories = _evaluate(
+        _side("baseline", impossible=OK), _side("candidate", impossible=OK)
+    )
+    assert (status, categories) == (Status.PASS, [])
+
+
+def test_candidate_not_ready_fails_critically() -> None:
+    broken = Completion(status=500, error=RequestError(ErrorCategory.SERVER, "boom", status=500))
+    result = evaluate(
+        StartupEvidence(_side("baseline"), _side("candidate", ready=broken), 12000, 15.0), Policy()
+    )
+    assert result.status is Status.FAIL
+    assert result.findings[0].severity is Severity.CRITICAL
+
+
+def test_baseline_not_ready_makes_the_gate_inconclusive() -> None:
+    down = Completion(status=None, error=RequestError(ErrorCategory.INFRA, "refused"))
+    status, _ = _evaluate(_side("baseline", ready=down), _side("candidate"))
+    assert status is Status.INCONCLUSIVE
+
+
+def test_a_capability_the_candidate_lost_is_reported() -> None:
+    status, categories = _evaluate(
+        _side("baseline", caps={"logprobs": Capability("logprobs", True, "top 5")}),
+        _side("candidate", caps={"logprobs": Capability("logprobs", False, "none")}),
+    )
+    assert (status, categories) == (Status.FAIL, ["capability_lost"])
