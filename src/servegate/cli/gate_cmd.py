@@ -1,0 +1,195 @@
+"""`servegate gate`: compare a candidate endpoint with a baseline and exit with the verdict."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from servegate.cli.console import fail, gate_progress, stderr, stdout
+from servegate.config.loader import ConfigError, load_policy, validate
+from servegate.config.models import GateConfig, Policy
+from servegate.endpoints.errors import EndpointError
+from servegate.reports.json_report import write_json
+from servegate.reports.terminal import print_report
+from servegate.runner import GATE_ORDER, PreflightError, run
+from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
+from servegate.verdict.rules import EXIT_USAGE
+
+
+def _gates(value: str) -> tuple[str, ...]:
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [n for n in names if n not in GATE_ORDER]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown gate {', '.join(unknown) or '(none)'}; choose from {', '.join(GATE_ORDER)}"
+        )
+    return names
+
+
+@click.command("gate")
+@click.option(
+    "--baseline",
+    "baseline_url",
+    required=True,
+    metavar="URL",
+    help="Baseline OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.",
+)
+@click.option(
+    "--candidate",
+    "candidate_url",
+    required=True,
+    metavar="URL",
+    help="Candidate base URL (the change under test).",
+)
+@click.option("--model", default=None, help="Model name to send (default: first model both list).")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON report here (atomically).",
+)
+@click.option(
+    "--api-key-env",
+    default=None,
+    metavar="VAR",
+    help="Environment variable holding the API key for both sides.",
+)
+@click.option("--baseline-api-key-env", default=None, metavar="VAR", help="Key variable, baseline.")
+@click.option(
+    "--candidate-api-key-env", default=None, metavar="VAR", help="Key variable, candidate."
+)
+@click.option(
+    "--gates",
+    "gate_names",
+    default=",".join(GATE_ORDER),
+    show_default=True,
+    help="Comma-separated gates to run, in order.",
+)
+@click.option(
+    "--suite",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A golden-suite YAML file instead of the shipped default.",
+)
+@click.option(
+    "--category",
+    "categories",
+    multiple=True,
+    help="Only run golden probes of this category (repeatable), e.g. canary.",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Verdict policy YAML overriding the defaults.",
+)
+@click.option(
+    "--deadline-s",
+    default=60.0,
+    show_default=True,
+    type=float,
+    help="Total deadline per probe request (a hung server becomes a timeout finding).",
+)
+@click.option(
+    "--probe-deadline-s",
+    default=15.0,
+    show_default=True,
+    type=float,
+    help="Deadline for start-up probes (readiness, the impossible request).",
+)
+@click.option(
+    "--run-deadline-s",
+    default=1800.0,
+    show_default=True,
+    type=float,
+    help="Deadline for the whole run; past it the verdict is inconclusive.",
+)
+@click.option(
+    "--impossible-words",
+    default=12_000,
+    show_default=True,
+    type=int,
+    help="Words in the over-long prompt that must be rejected (set above the context).",
+)
+@click.option(
+    "--db",
+    default=str(DEFAULT_DB),
+    show_default=True,
+    metavar="PATH|URL",
+    help="Where runs are recorded (SQLite path or SQLAlchemy URL).",
+)
+@click.option("--no-store", is_flag=True, help="Do not record the run.")
+@click.option("--name", "run_name", default=None, help="A name for this run in `servegate runs`.")
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress display and no table; exit code only."
+)
+@click.option("--show-info", is_flag=True, help="Also list informational findings.")
+def gate(
+    baseline_url: str,
+    candidate_url: str,
+    model: str | None,
+    json_path: Path | None,
+    api_key_env: str | None,
+    baseline_api_key_env: str | None,
+    candidate_api_key_env: str | None,
+    gate_names: str,
+    suite: Path | None,
+    categories: tuple[str, ...],
+    policy_path: Path | None,
+    deadline_s: float,
+    probe_deadline_s: float,
+    run_deadline_s: float,
+    impossible_words: int,
+    db: str,
+    no_store: bool,
+    run_name: str | None,
+    quiet: bool,
+    show_info: bool,
+) -> None:
+    """Compare CANDIDATE with BASELINE through the correctness gates.
+
+    Exit codes: 0 pass (ship), 1 fail (roll back), 2 usage or configuration error,
+    3 inconclusive (unreachable, too few samples, missing capability), 4 internal error.
+    """
+    try:
+        gates = _gates(gate_names)
+    except click.BadParameter as exc:
+        fail(f"--gates: {exc.message}", EXIT_USAGE)
+    try:
+        policy = load_policy(policy_path) if policy_path else Policy()
+        cfg = validate(
+            GateConfig,
+            {
+                "baseline": {
+                    "url": baseline_url,
+                    "api_key_env": baseline_api_key_env or api_key_env,
+                },
+                "candidate": {
+                    "url": candidate_url,
+                    "api_key_env": candidate_api_key_env or api_key_env,
+                },
+                "model": model,
+                "gates": gates,
+                "suite": suite,
+                "categories": categories or None,
+                "request_deadline_s": deadline_s,
+                "probe_deadline_s": probe_deadline_s,
+                "run_deadline_s": run_deadline_s,
+                "impossible_prompt_words": impossible_words,
+                "policy": policy,
+            },
+            "command line",
+        )
+        store = None if no_store else open_engine(db)
+        with gate_progress(not quiet) as progress:
+            report = asyncio.run(run(cfg, store=store, run_name=run_name, progress=progress))
+    except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
+        fail(str(exc), exc.exit_code)
+    if json_path is not None:
+        write_json(report, json_path)
+    if not quiet:
+        print_report(report, stdout, show_info=show_info)
+        if json_path is not None:
+            stderr.print(f"JSON report: {json_path}")
+    raise SystemExit(report.exit_code)

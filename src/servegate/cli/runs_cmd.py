@@ -1,0 +1,56 @@
+"""`servegate runs`: list recorded runs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+
+from servegate.cli.console import fail, stdout
+from servegate.store.writer import DEFAULT_DB, StoreError, list_runs, open_engine
+
+
+@click.command("runs")
+@click.option(
+    "--db", default=str(DEFAULT_DB), show_default=True, metavar="PATH|URL", help="The run database."
+)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+def runs(db: str, limit: int, as_json: bool) -> None:
+    """List recorded gate runs, newest first."""
+    try:
+        rows = list_runs(open_engine(db), limit)
+    except StoreError as exc:
+        fail(str(exc), exc.exit_code)
+    if as_json:
+        keys = (
+            "id",
+            "name",
+            "started_at",
+            "finished_at",
+            "state",
+            "verdict",
+            "exit_code",
+            "baseline_url",
+            "candidate_url",
+            "model",
+            "requests",
+            "reason",
+        )
+        click.echo(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2))
+        return
+    table = Table(title=f"runs in {db}", title_justify="left")
+    for col in ("run", "started", "verdict", "requests", "baseline", "candidate", "reason"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["started_at"][:19],
+            r["verdict"] or r["state"],
+            str(r["requests"]),
+            r["baseline_url"],
+            r["candidate_url"],
+            r["reason"] or "",
+        )
+    stdout.print(table)

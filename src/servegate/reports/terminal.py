@@ -1,0 +1,67 @@
+"""The report for people: a verdict line, the gate table and the findings that matter."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from servegate.verdict.model import Report, Severity, Status
+
+STATUS_STYLE = {
+    Status.PASS: "bold green",
+    Status.FAIL: "bold red",
+    Status.INCONCLUSIVE: "bold yellow",
+    Status.SKIP: "dim",
+}
+SEVERITY_ORDER = [Severity.CRITICAL, Severity.MAJOR, Severity.MINOR, Severity.INFO]
+
+
+def _plain(text: str | None) -> Text:
+    # Never interpret model output as markup; excerpts already have control characters escaped.
+    return Text(text or "")
+
+
+def render(report: Report, *, max_findings: int = 8, show_info: bool = False) -> Group:
+    """A rich renderable of the whole report."""
+    verdict = Text.assemble(
+        ("verdict: ", "bold"),
+        (str(report.verdict).upper(), STATUS_STYLE[report.verdict]),
+        f"  (exit {report.exit_code}) {report.reason}",
+    )
+    header = Text(
+        f"baseline  {report.baseline.url}\ncandidate {report.candidate.url}\n"
+        f"model {report.baseline.model or '-'}   run {report.run_id}   {report.duration_s:.1f} s"
+    )
+    gates = Table(title="Correctness", title_justify="left", show_lines=False)
+    gates.add_column("gate")
+    gates.add_column("status")
+    gates.add_column("summary", overflow="fold")
+    for g in report.gates:
+        gates.add_row(g.name, Text(str(g.status), STATUS_STYLE[g.status]), _plain(g.summary))
+    parts: list[Table | Text] = [header, gates]
+    findings = [
+        f for g in report.gates for f in g.findings if show_info or f.severity is not Severity.INFO
+    ]
+    findings.sort(key=lambda f: SEVERITY_ORDER.index(f.severity))
+    if findings:
+        table = Table(title="Findings", title_justify="left", show_lines=True)
+        for col in ("probe", "category", "severity", "baseline", "candidate"):
+            table.add_column(col, overflow="fold")
+        for f in findings[:max_findings]:
+            table.add_row(
+                _plain(f.probe),
+                _plain(f.category),
+                _plain(str(f.severity)),
+                _plain(f.baseline_excerpt),
+                _plain(f.candidate_excerpt),
+            )
+        parts.append(table)
+        if len(findings) > max_findings:
+            parts.append(Text(f"… {len(findings) - max_findings} more findings in the JSON report"))
+    parts.append(verdict)
+    return Group(*parts)
+
+
+def print_report(report: Report, console: Console, **kwargs: object) -> None:
+    console.print(render(report, **kwargs))  # type: ignore[arg-type]
