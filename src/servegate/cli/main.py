@@ -19,9 +19,15 @@ def cli() -> None:
 
 def _register() -> None:
     # Explicit registry: each command lives in its own module under servegate.cli.
-    from servegate.cli import demo_cmd, engine_cmd, gate_cmd, runs_cmd
+    from servegate.cli import demo_cmd, engine_cmd, gate_cmd, probe_cmd, runs_cmd
 
-    for command in (gate_cmd.gate, demo_cmd.demo, runs_cmd.runs, engine_cmd.engine):
+    for command in (
+        gate_cmd.gate,
+        demo_cmd.demo,
+        probe_cmd.probe,
+        runs_cmd.runs,
+        engine_cmd.engine,
+    ):
         cli.add_command(command)
 
 

@@ -180,6 +180,57 @@ async def _embeddings(
     return Capability("embeddings", dim > 0, f"dimension {dim}")
 
 
+async def _json_schema(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"],
+    }
+    fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    r = await ep.chat(
+        body(
+            {
+                "messages": _msg("What is 2+3? Reply in JSON."),
+                "max_tokens": 24,
+                "temperature": 0,
+                "response_format": fmt,
+            }
+        ),
+        deadline_s=dl,
+    )
+    if r.error is not None:
+        return _failed("json_schema", r)
+    try:
+        value = json.loads(r.text)
+    except ValueError:
+        return Capability("json_schema", False, f"content is not JSON: {r.text[:60]!r}")
+    ok = isinstance(value, dict) and isinstance(value.get("answer"), int)
+    return Capability("json_schema", ok, "content matches the schema" if ok else f"{value!r:.60}")
+
+
+async def _seed(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    request = {
+        "messages": _msg("Write one word."),
+        "max_tokens": 8,
+        "temperature": 1.0,
+        "seed": 1234,
+    }
+    first = await ep.chat(body(request), deadline_s=dl)
+    if first.error is not None:
+        return _failed("seed", first)
+    second = await ep.chat(body(request), deadline_s=dl)
+    if second.error is not None:
+        return _failed("seed", second)
+    same = first.text == second.text
+    return Capability(
+        "seed", same, "same seed, same sample" if same else "same seed gave different samples"
+    )
+
+
 def _raw_prober(name: str, path: str) -> Prober:
     async def probe(
         ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
@@ -198,6 +249,8 @@ PROBERS: dict[str, Prober] = {
     "stream_usage": _stream_usage,
     "tools": _tools,
     "json_object": _json_mode,
+    "json_schema": _json_schema,
+    "seed": _seed,
     "embeddings": _embeddings,
     "version": _raw_prober("version", "../version"),
     "metrics": _raw_prober("metrics", "../metrics"),
