@@ -6,7 +6,8 @@ Categories (FAULTS.md): infra (refused/DNS), timeout (no headers before the dead
 error object), stream_error (an error event inside a stream), truncated (stream closed without
 [DONE]), decode (invalid UTF-8), parse (data that is not JSON), schema (JSON of the wrong shape),
 too_large (event or body over the size cap), protocol (wrong content type, redirect), tool_index
-(ambiguous tool-call delta), non_finite_logprob, embedding_invalid, cancelled.
+(ambiguous tool-call delta), non_finite_logprob, embedding_invalid, cancelled, tls (certificate or
+handshake failure: never retried, never worked around by disabling verification).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class ErrorCategory(StrEnum):
     NON_FINITE_LOGPROB = "non_finite_logprob"
     EMBEDDING_INVALID = "embedding_invalid"
     CANCELLED = "cancelled"
+    TLS = "tls"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +49,21 @@ class RequestError:
     attempts: int = 1
     waited_s: float = 0.0
     body_excerpt: str = ""
+    side: str = ""  # the endpoint's name ("baseline", "candidate")
 
 
 class EndpointError(Exception):
     """Raised only for misuse that no retry can fix (bad URL, missing API key variable)."""
 
     exit_code = 2
+
+
+class FaultError(Exception):
+    """Raised while a response is read or parsed; the endpoint turns it into a RequestError and
+    returns it with whatever partial data was assembled. It never leaves the endpoint."""
+
+    def __init__(self, category: ErrorCategory, message: str, *, body_excerpt: str = "") -> None:
+        super().__init__(message)
+        self.category = category
+        self.message = message
+        self.body_excerpt = body_excerpt

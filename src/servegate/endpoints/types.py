@@ -1,4 +1,4 @@
-"""Value objects returned by an Endpoint: what came back and when, with every state kept distinct."""
+"""Value objects returned by an Endpoint: what came back and when, every state kept distinct."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class Timing:
     sent_ns: int
     headers_ns: int | None = None
     done_ns: int | None = None
-    # one stamp per token-carrying chunk (content, reasoning or tool-call delta), with its token count
+    # one stamp per token-carrying chunk (content, reasoning or tool-call delta), with its tokens
     token_chunk_ns: tuple[int, ...] = ()
     token_chunk_tokens: tuple[int, ...] = ()
 
@@ -50,6 +50,16 @@ class ToolCall:
     name: str | None
     arguments: str  # raw string as joined from the wire; parse with json.loads where needed
 
+    @property
+    def arguments_valid(self) -> bool:
+        """Whether `arguments` parses as a JSON object."""
+        import json
+
+        try:
+            return isinstance(json.loads(self.arguments), dict)
+        except ValueError:
+            return False
+
 
 @dataclass(frozen=True, slots=True)
 class TokenLogprob:
@@ -75,6 +85,8 @@ class Completion:
     error: RequestError | None = None
     flags: tuple[str, ...] = ()  # e.g. "buffered_stream", "usage_missing", "surrogates_cleaned"
     raw: dict[str, Any] | None = None  # the non-streamed body, for evidence
+    attempts: int = 1  # HTTP attempts made (retries of infra failures, 429 and 503 included)
+    waited_s: float = 0.0  # time spent waiting between attempts
 
     @property
     def ok(self) -> bool:
@@ -93,6 +105,9 @@ class Embeddings:
     usage: Usage | None = None
     timing: Timing = field(default_factory=lambda: Timing(sent_ns=0))
     error: RequestError | None = None
+    model: str | None = None
+    attempts: int = 1
+    waited_s: float = 0.0
 
     @property
     def ok(self) -> bool:

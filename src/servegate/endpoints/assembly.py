@@ -1,0 +1,160 @@
+"""Streamed chat/completions chunks assembled into one Completion, with token-chunk timing.
+
+A chunk carries tokens when it has non-empty content, reasoning or a tool-call delta (the empty
+role chunk does not). Its token count comes from its logprob entries, else from the growth of a
+cumulative `usage.completion_tokens`, else 1 (flagged `chunk_tokens_estimated`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from servegate.endpoints.draft import CompletionDraft, body_error, parse_usage
+from servegate.endpoints.errors import ErrorCategory, FaultError
+from servegate.endpoints.logprobs import chat_logprobs, legacy_logprobs
+from servegate.endpoints.sse import SSEEvent
+from servegate.endpoints.text import excerpt
+from servegate.endpoints.timing import TimingRecorder
+from servegate.endpoints.tool_calls import ToolCallMerger
+
+DONE = "[DONE]"
+
+
+class StreamAssembler:
+    """Feed SSE events in order; `done` turns True at `data: [DONE]`."""
+
+    def __init__(self, recorder: TimingRecorder, *, chat: bool) -> None:
+        self.draft = CompletionDraft()
+        self.done = False
+        self.events = 0
+        self._recorder = recorder
+        self._chat = chat
+        self._tools = ToolCallMerger()
+        self._usage_tokens = 0
+
+    def add(self, event: SSEEvent) -> None:
+        """Take one event; raises FaultError for error events, non-JSON data and bad shapes."""
+        self.events += 1
+        if not event.complete:
+            self.draft.flags.add("unterminated_event")
+        if self.done:
+            self.draft.flags.add("events_after_done")
+            return
+        if event.data == DONE:
+            self.done = True
+            self._recorder.done_ns = event.arrival_ns
+            return
+        if event.event == "error":
+            raise FaultError(
+                ErrorCategory.STREAM_ERROR,
+                f"error event {event.index} in stream: {excerpt(_message(event.data))}",
+            )
+        try:
+            chunk = json.loads(event.data)
+        except ValueError:
+            raise FaultError(
+                ErrorCategory.PARSE,
+                f"event {event.index} is not JSON: {excerpt(event.data, 120)}",
+            ) from None
+        self._chunk(chunk, event)
+
+    def _chunk(self, chunk: Any, event: SSEEvent) -> None:
+        message = body_error(chunk)
+        if message is not None:
+            raise FaultError(
+                ErrorCategory.STREAM_ERROR,
+                f"error in stream event {event.index}: {excerpt(message)}",
+            )
+        if not isinstance(chunk, dict):
+            raise FaultError(ErrorCategory.SCHEMA, f"event {event.index} is not a JSON object")
+        draft = self.draft
+        if isinstance(chunk.get("model"), str):
+            draft.model = chunk["model"]
+        usage = parse_usage(chunk.get("usage"))
+        if usage is not None:
+            draft.usage = usage
+        choices = chunk.get("choices")
+        if choices is None and usage is not None:
+            return  # a usage-only chunk; `choices: []` is the documented shape, absent is harmless
+        if not isinstance(choices, list):
+            raise FaultError(ErrorCategory.SCHEMA, f"event {event.index} has no choices list")
+        tokens = 0
+        carried = False
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise FaultError(ErrorCategory.SCHEMA, f"event {event.index}: choice not an object")
+            if choice.get("index", 0) != 0:
+                draft.flags.add("extra_choices")
+                continue
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str):
+                draft.finish_reason = reason
+            where = f"event {event.index}"
+            if self._chat:
+                carried, tokens = self._chat_choice(choice, where)
+            else:
+                carried, tokens = self._text_choice(choice)
+        if carried:
+            if not tokens and usage is not None and usage.completion_tokens is not None:
+                tokens = usage.completion_tokens - self._usage_tokens
+            if tokens <= 0:
+                tokens = 1
+                draft.flags.add("chunk_tokens_estimated")
+            self._recorder.token_chunk(event.arrival_ns, tokens)
+        if usage is not None and usage.completion_tokens is not None:
+            self._usage_tokens = usage.completion_tokens
+
+    def _chat_choice(self, choice: dict[str, Any], where: str) -> tuple[bool, int]:
+        delta = choice.get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            raise FaultError(ErrorCategory.SCHEMA, f"{where}: delta is not an object")
+        carried = False
+        content = delta.get("content")
+        if isinstance(content, str):
+            self.draft.add_content(content)
+            carried = bool(content)
+        for key in ("reasoning_content", "reasoning"):
+            value = delta.get(key)
+            if isinstance(value, str):
+                self.draft.add_reasoning(value)
+                carried = carried or bool(value)
+                break
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            for call in calls:
+                self._tools.add(call, where)
+            self.draft.tool_calls = self._tools.calls()
+            carried = True
+        tokens = 0
+        if choice.get("logprobs") is not None:
+            offset = len(self.draft.logprobs or ())
+            entries = chat_logprobs(choice["logprobs"], offset)
+            self.draft.logprobs = [*(self.draft.logprobs or ()), *entries]
+            tokens = len(entries)
+        return carried, tokens
+
+    def _text_choice(self, choice: dict[str, Any]) -> tuple[bool, int]:
+        text = choice.get("text")
+        if isinstance(text, str):
+            self.draft.add_content(text)
+        logprobs = choice.get("logprobs")
+        tokens = 0
+        if isinstance(logprobs, dict):
+            legacy = self.draft.legacy if self.draft.legacy is not None else []
+            entries = legacy_logprobs(logprobs, len(legacy))
+            self.draft.legacy = legacy + entries
+            offsets = logprobs.get("text_offset")
+            if isinstance(offsets, list):
+                self.draft.text_offsets.extend(o for o in offsets if isinstance(o, int))
+            tokens = len(entries)
+        return isinstance(text, str) and bool(text), tokens
+
+
+def _message(data: str) -> str:
+    try:
+        return body_error(json.loads(data)) or data
+    except ValueError:
+        return data

@@ -1,0 +1,250 @@
+"""OpenAIEndpoint: the Endpoint protocol over HTTP with aiohttp.
+
+One ClientSession per endpoint (keep-alive pool), created lazily inside the running loop. Calls
+never raise for server faults: the result's `error` says what failed, on which side, after how
+many attempts. Redirects are not followed, TLS is always verified, and the API key is read from a
+named environment variable, sent as a Bearer token, and never put in a message or repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import aiohttp
+from yarl import URL
+
+from servegate import __version__
+from servegate.endpoints.errors import EndpointError, ErrorCategory, FaultError, RequestError
+from servegate.endpoints.reception import (
+    CompletionReception,
+    EmbeddingsReception,
+    RawReception,
+    Reception,
+)
+from servegate.endpoints.retry import RetryConfig, is_retryable, retry_after_s, wait_s
+from servegate.endpoints.sse import DEFAULT_MAX_EVENT_BYTES
+from servegate.endpoints.timing import TimingRecorder
+from servegate.endpoints.transport import TimeoutConfig, transport_fault
+from servegate.endpoints.types import Completion, Embeddings, RawResponse
+
+R = TypeVar("R")
+Retryable = TypeVar("Retryable", Completion, Embeddings)
+
+
+class OpenAIEndpoint:
+    """An OpenAI-compatible server at `base_url` (e.g. http://127.0.0.1:8000/v1)."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        *,
+        api_key_env: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeouts: TimeoutConfig | None = None,
+        retry: RetryConfig | None = None,
+        max_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_connections: int = 64,
+    ) -> None:
+        url = _checked_url(base_url)
+        self._name = name
+        self._base = url
+        self._timeouts = timeouts or TimeoutConfig()
+        self._retry = retry or RetryConfig()
+        self._max_bytes = max_bytes
+        self._max_connections = max_connections
+        self._headers = {"User-Agent": f"servegate/{__version__}", **(headers or {})}
+        if api_key_env is not None:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise EndpointError(f"API key variable {api_key_env} is not set or empty")
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIEndpoint(name={self._name!r}, base_url={self.base_url!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def base_url(self) -> str:
+        return str(self._base).rstrip("/")
+
+    async def chat(self, body: Mapping[str, Any], *, deadline_s: float | None = None) -> Completion:
+        """POST /chat/completions; streams when body["stream"] is true."""
+        return await self._generate("chat/completions", body, deadline_s, chat=True)
+
+    async def completion(
+        self, body: Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> Completion:
+        """POST /completions; streams when body["stream"] is true."""
+        return await self._generate("completions", body, deadline_s, chat=False)
+
+    async def embeddings(
+        self, body: Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> Embeddings:
+        """POST /embeddings, vectors validated (count, dimension, finite, non-zero)."""
+        deadline_at = self._deadline_at(deadline_s)
+
+        async def once() -> tuple[Embeddings, Mapping[str, str]]:
+            reception = EmbeddingsReception(
+                body, timeouts=self._timeouts, max_bytes=self._max_bytes
+            )
+            return await self._exchange("POST", "embeddings", body, deadline_at, reception)
+
+        return await self._retrying(once, deadline_at)
+
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        deadline_s: float | None = None,
+    ) -> RawResponse:
+        """Any request relative to base_url (e.g. GET /models, GET ../version); no retries."""
+        reception = RawReception(timeouts=self._timeouts, max_bytes=self._max_bytes)
+        result, _ = await self._exchange(
+            method.upper(), path, body, self._deadline_at(deadline_s), reception
+        )
+        return result
+
+    async def aclose(self) -> None:
+        """Close the connection pool; the endpoint opens a new one if used again."""
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+    async def __aenter__(self) -> OpenAIEndpoint:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _generate(
+        self, path: str, body: Mapping[str, Any], deadline_s: float | None, *, chat: bool
+    ) -> Completion:
+        deadline_at = self._deadline_at(deadline_s)
+
+        async def once() -> tuple[Completion, Mapping[str, str]]:
+            reception = CompletionReception(
+                body, chat=chat, timeouts=self._timeouts, max_bytes=self._max_bytes
+            )
+            return await self._exchange("POST", path, body, deadline_at, reception)
+
+        return await self._retrying(once, deadline_at)
+
+    def _deadline_at(self, deadline_s: float | None) -> float:
+        seconds = self._timeouts.deadline_s if deadline_s is None else deadline_s
+        return asyncio.get_running_loop().time() + seconds
+
+    async def _retrying(
+        self,
+        once: Callable[[], Awaitable[tuple[Retryable, Mapping[str, str]]]],
+        deadline_at: float,
+    ) -> Retryable:
+        loop = asyncio.get_running_loop()
+        attempts, waited = 0, 0.0
+        error: RequestError | None = None
+        while True:
+            attempts += 1
+            result, headers = await once()
+            error = result.error
+            if error is None or not is_retryable(error) or attempts >= self._retry.max_attempts:
+                break
+            pause = wait_s(self._retry, attempts, retry_after_s(headers))
+            if waited + pause > self._retry.budget_s or loop.time() + pause >= deadline_at:
+                break
+            await asyncio.sleep(pause)
+            waited += pause
+        if error is not None:
+            error = dataclasses.replace(error, attempts=attempts, waited_s=waited)
+        final: Retryable = dataclasses.replace(
+            result, error=error, attempts=attempts, waited_s=waited
+        )
+        return final
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        deadline_at: float,
+        reception: Reception[R],
+    ) -> tuple[R, Mapping[str, str]]:
+        url = self._url(path)
+        session = self._session_now()
+        recorder = TimingRecorder()
+        headers: Mapping[str, str] = {}
+        status: int | None = None
+        extra = {"Accept": "text/event-stream"} if body and body.get("stream") else None
+        try:
+            async with asyncio.timeout_at(deadline_at):
+                recorder.sent_ns = time.perf_counter_ns()
+                async with session.request(
+                    method, url, json=body, headers=extra, allow_redirects=False
+                ) as response:
+                    recorder.headers_ns = time.perf_counter_ns()
+                    headers, status = response.headers, response.status
+                    return await reception.receive(response, recorder), headers
+        except FaultError as exc:
+            fault = exc
+        except aiohttp.ClientError as exc:
+            fault = transport_fault(exc, got_headers=recorder.headers_ns is not None)
+        except TimeoutError:
+            when = "before response headers" if recorder.headers_ns is None else "mid-body"
+            fault = FaultError(ErrorCategory.TIMEOUT, f"request deadline passed {when}")
+        except OSError as exc:
+            fault = transport_fault(exc, got_headers=recorder.headers_ns is not None)
+        error = RequestError(
+            fault.category,
+            fault.message,
+            status=status,
+            body_excerpt=fault.body_excerpt,
+            side=self._name,
+        )
+        return reception.fail(error, recorder), headers
+
+    def _url(self, path: str) -> URL:
+        url = self._base.join(URL(path.lstrip("/")))
+        if url.origin() != self._base.origin():
+            raise EndpointError(f"path {path!r} leaves the endpoint's origin")
+        return url
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect_s),
+                trust_env=False,
+            )
+            self._loop = loop
+        return self._session
+
+
+def _checked_url(base_url: str) -> URL:
+    try:
+        url = URL(base_url.rstrip("/") + "/")
+    except ValueError as exc:
+        raise EndpointError(f"base URL does not parse: {exc}") from None
+    if url.user or url.password:
+        raise EndpointError("base URL must not carry credentials; use api_key_env")
+    if url.scheme not in ("http", "https") or not url.host:
+        raise EndpointError(f"base URL must be http(s)://host[:port]/path, got {base_url!r}")
+    return url
+
+
+def open_endpoint(name: str, base_url: str, **options: Any) -> OpenAIEndpoint:
+    """An OpenAIEndpoint; options are OpenAIEndpoint's keyword arguments."""
+    return OpenAIEndpoint(name, base_url, **options)

@@ -1,0 +1,171 @@
+"""An incremental text/event-stream parser over bytes, following the WHATWG rules.
+
+Lines end at CR, LF or CRLF (also CR at the end of one chunk and LF at the start of the next);
+nothing else is a line break (U+2028, U+0085 are content, so never `str.splitlines()`). Lines are
+split as bytes, which never cuts a UTF-8 character (0x0A and 0x0D occur in no multibyte
+sequence), so any chunking yields the same events. One leading BOM is stripped. A field value loses
+exactly one leading space. Several `data` lines join with LF. Comments are counted and dropped as
+they arrive without being stored. Unknown fields, an `id` containing NUL and a non-digit `retry`
+are ignored. Lines and events over `max_event_bytes` raise TOO_LARGE before they are buffered.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from servegate.endpoints.errors import ErrorCategory, FaultError
+
+BOM = b"\xef\xbb\xbf"
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+_EOL = re.compile(rb"[\r\n]")
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event; `arrival_ns` is when the chunk that completed it was read."""
+
+    data: str
+    event: str = "message"
+    id: str = ""
+    index: int = 0
+    arrival_ns: int = 0
+    complete: bool = True  # False: the stream ended before the blank line that ends the event
+
+
+class SSEParser:
+    """Feed byte chunks with their arrival stamps; get back the events they complete."""
+
+    def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.last_event_id = ""
+        self.retry_ms: int | None = None
+        self.comments = 0
+        self.lines = 0
+        self._head: bytes | None = b""  # bytes held while checking for a BOM; None once decided
+        self._line = bytearray()
+        self._line_len = 0
+        self._in_comment = False
+        self._after_cr = False
+        self._data: list[str] = []
+        self._data_len = 0
+        self._has_data = False
+        self._event_type = ""
+        self._count = 0
+
+    def feed(self, chunk: bytes, arrival_ns: int = 0) -> list[SSEEvent]:
+        """Parse `chunk`; returns the events whose terminating blank line it contained."""
+        if self._head is not None:
+            head = self._head + chunk
+            if len(head) < len(BOM) and BOM.startswith(head):
+                self._head = head
+                return []
+            self._head = None
+            chunk = head[len(BOM) :] if head.startswith(BOM) else head
+        events: list[SSEEvent] = []
+        pos, size = 0, len(chunk)
+        if self._after_cr and size:
+            self._after_cr = False
+            if chunk[0] == 0x0A:
+                pos = 1
+        while pos < size:
+            match = _EOL.search(chunk, pos)
+            if match is None:
+                self._hold(chunk, pos, size)
+                break
+            end = match.start()
+            self._hold(chunk, pos, end)
+            self._end_line(arrival_ns, events)
+            if chunk[end] == 0x0D:
+                if end + 1 == size:
+                    self._after_cr = True
+                elif chunk[end + 1] == 0x0A:
+                    end += 1
+            pos = end + 1
+        return events
+
+    def close(self, arrival_ns: int = 0) -> list[SSEEvent]:
+        """End of stream: an unterminated last line and event come back with complete=False."""
+        events: list[SSEEvent] = []
+        if self._head:
+            held, self._head = self._head, None
+            events.extend(self.feed(held, arrival_ns))
+        if self._line_len and not self._in_comment:
+            self._end_line(arrival_ns, events)
+        if self._has_data:
+            events.append(self._dispatch(arrival_ns, complete=False))
+        return events
+
+    def _hold(self, chunk: bytes, start: int, end: int) -> None:
+        if start == end:
+            return
+        if self._line_len == 0 and chunk[start] == 0x3A:  # ":" starts a comment: count, drop
+            self._in_comment = True
+        self._line_len += end - start
+        if self._line_len > self.max_event_bytes:
+            raise FaultError(
+                ErrorCategory.TOO_LARGE,
+                f"SSE line longer than {self.max_event_bytes} bytes without a line break",
+            )
+        if not self._in_comment:
+            self._line += chunk[start:end]
+
+    def _end_line(self, arrival_ns: int, events: list[SSEEvent]) -> None:
+        self.lines += 1
+        if self._in_comment:
+            self.comments += 1
+        elif self._line_len == 0:
+            if self._has_data:
+                events.append(self._dispatch(arrival_ns, complete=True))
+            self._event_type = ""
+        else:
+            raw = bytes(self._line)
+            self._line.clear()
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FaultError(
+                    ErrorCategory.DECODE,
+                    f"invalid UTF-8 in SSE line {self.lines} at byte {exc.start}"
+                    f" (event {self._count})",
+                ) from exc
+            self._field(line, len(raw))
+        self._in_comment = False
+        self._line_len = 0
+
+    def _field(self, line: str, size: int) -> None:
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data_len += size + 1
+            if self._data_len > self.max_event_bytes:
+                raise FaultError(
+                    ErrorCategory.TOO_LARGE,
+                    f"SSE event {self._count} over {self.max_event_bytes} bytes",
+                )
+            self._data.append(value)
+            self._has_data = True
+        elif name == "event":
+            self._event_type = value
+        elif name == "id":
+            if "\0" not in value:
+                self.last_event_id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self.retry_ms = int(value)
+
+    def _dispatch(self, arrival_ns: int, *, complete: bool) -> SSEEvent:
+        event = SSEEvent(
+            data="\n".join(self._data),
+            event=self._event_type or "message",
+            id=self.last_event_id,
+            index=self._count,
+            arrival_ns=arrival_ns,
+            complete=complete,
+        )
+        self._count += 1
+        self._data.clear()
+        self._data_len = 0
+        self._has_data = False
+        self._event_type = ""
+        return event

@@ -1,0 +1,82 @@
+"""Timing of one request: a recorder of raw perf_counter_ns stamps and metrics derived from them.
+
+Definitions (DESIGN.md, "Metric definitions"):
+- TTFT = first chunk carrying a token (content, reasoning or tool-call delta) − request sent.
+- E2EL = last token chunk − request sent. TPOT = (E2EL − TTFT) / (output_tokens − 1).
+- ITL = gaps between token-carrying chunks, per chunk and per token (a chunk may carry several).
+  GuideLLM's "ITL" is our TPOT.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from servegate.endpoints.types import Timing
+
+
+@dataclass(slots=True)
+class TimingRecorder:
+    """Collects stamps while a response is read; `freeze()` gives the immutable Timing."""
+
+    sent_ns: int = field(default_factory=time.perf_counter_ns)
+    headers_ns: int | None = None
+    done_ns: int | None = None
+    chunk_ns: list[int] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+
+    def token_chunk(self, arrival_ns: int, tokens: int) -> None:
+        self.chunk_ns.append(arrival_ns)
+        self.chunk_tokens.append(tokens)
+
+    def freeze(self) -> Timing:
+        return Timing(
+            sent_ns=self.sent_ns,
+            headers_ns=self.headers_ns,
+            done_ns=self.done_ns,
+            token_chunk_ns=tuple(self.chunk_ns),
+            token_chunk_tokens=tuple(self.chunk_tokens),
+        )
+
+
+def itl_per_chunk_ms(timing: Timing) -> tuple[float, ...]:
+    """Gaps between consecutive token-carrying chunks, in milliseconds."""
+    stamps = timing.token_chunk_ns
+    return tuple((b - a) / 1e6 for a, b in itertools.pairwise(stamps))
+
+
+def itl_per_token_ms(timing: Timing) -> tuple[float, ...]:
+    """Each chunk gap divided evenly over the tokens that chunk carried, one value per token."""
+    stamps, counts = timing.token_chunk_ns, timing.token_chunk_tokens
+    values: list[float] = []
+    for i in range(1, len(stamps)):
+        tokens = max(counts[i], 1) if i < len(counts) else 1
+        values.extend([(stamps[i] - stamps[i - 1]) / 1e6 / tokens] * tokens)
+    return tuple(values)
+
+
+def streamed_tokens(timing: Timing) -> int:
+    """Tokens counted over the token-carrying chunks."""
+    return sum(timing.token_chunk_tokens)
+
+
+def tpot_ms(timing: Timing, output_tokens: int | None = None) -> float | None:
+    """(E2EL − TTFT) / (output_tokens − 1); None with fewer than two tokens."""
+    tokens = streamed_tokens(timing) if output_tokens is None else output_tokens
+    ttft, e2el = timing.ttft_ms, timing.e2el_ms
+    if ttft is None or e2el is None or tokens < 2:
+        return None
+    return (e2el - ttft) / (tokens - 1)
+
+
+def is_buffered(timing: Timing, *, ratio: float = 0.05, max_gap_ms: float = 1.0) -> bool:
+    """A multi-chunk stream whose tokens all arrived at once (TTFT ≈ E2EL): a proxy or server
+    buffered it, so TTFT and ITL measure nothing."""
+    stamps = timing.token_chunk_ns
+    if len(stamps) < 2:
+        return False
+    spread_ms = (stamps[-1] - stamps[0]) / 1e6
+    e2el = (stamps[-1] - timing.sent_ns) / 1e6
+    mean_gap_ms = spread_ms / (len(stamps) - 1)
+    return spread_ms <= ratio * e2el and mean_gap_ms <= max_gap_ms

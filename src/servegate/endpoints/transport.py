@@ -1,0 +1,99 @@
+"""Reading one HTTP response under the three clocks, and naming transport failures.
+
+Clocks: the request deadline (asyncio.timeout_at around the whole exchange, so a server that never
+sends headers becomes TIMEOUT, and one byte per interval cannot stretch it), the idle timeout
+(longest silence after headers, STALLED), and the connect timeout (INFRA, retried).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from servegate.endpoints.errors import ErrorCategory, FaultError
+from servegate.endpoints.text import excerpt
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutConfig:
+    """Clocks of one request; a call's `deadline_s` replaces `deadline_s` here."""
+
+    deadline_s: float = 300.0  # whole request: connect, headers, body, retries and their waits
+    idle_s: float = 60.0  # longest silence after headers before the stream counts as stalled
+    connect_s: float = 10.0  # TCP/TLS connect; a connect timeout is an infra failure
+    done_grace_s: float = 1.0  # how long to wait for the body to end after `data: [DONE]`
+
+
+class BodyReader:
+    """Chunks of one response body, each stamped with perf_counter_ns as it is read."""
+
+    def __init__(self, response: aiohttp.ClientResponse, idle_s: float) -> None:
+        self._response = response
+        self._idle_s = idle_s
+        self.bytes_read = 0
+
+    async def chunk(self, idle_s: float | None = None) -> tuple[bytes, int]:
+        """The next chunk and its arrival stamp; b"" at the end of the body."""
+        limit = self._idle_s if idle_s is None else idle_s
+        try:
+            async with asyncio.timeout(limit):
+                data = await self._response.content.readany()
+        except TimeoutError:
+            raise FaultError(
+                ErrorCategory.STALLED,
+                f"no bytes for {limit:g} s after {self.bytes_read} body bytes",
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise FaultError(ErrorCategory.RESET, f"connection lost: {_name(exc)}") from exc
+        self.bytes_read += len(data)
+        return data, time.perf_counter_ns()
+
+    async def read_all(self, max_bytes: int) -> tuple[bytes, int]:
+        """The whole body (TOO_LARGE past `max_bytes`) and the stamp of its last byte."""
+        length = self._response.content_length
+        if length is not None and length > max_bytes:
+            raise FaultError(ErrorCategory.TOO_LARGE, f"body of {length} bytes over {max_bytes}")
+        parts: list[bytes] = []
+        size = 0
+        stamp = time.perf_counter_ns()
+        while True:
+            data, arrival = await self.chunk()
+            if not data:
+                return b"".join(parts), stamp
+            size += len(data)
+            if size > max_bytes:
+                raise FaultError(ErrorCategory.TOO_LARGE, f"body over {max_bytes} bytes")
+            parts.append(data)
+            stamp = arrival
+
+
+def transport_fault(exc: BaseException, *, got_headers: bool) -> FaultError:
+    """Name a client exception: TLS, infra (refused, DNS, closed before headers) or reset."""
+    if isinstance(exc, FaultError):
+        return exc
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
+        return FaultError(ErrorCategory.TLS, f"TLS failure: {_name(exc)}")
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return FaultError(ErrorCategory.INFRA, f"DNS lookup failed: {_name(exc)}")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return FaultError(ErrorCategory.INFRA, f"connection failed: {_name(exc)}")
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return FaultError(ErrorCategory.INFRA, "connect timed out")
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return FaultError(ErrorCategory.PROTOCOL, f"malformed HTTP response: {_name(exc)}")
+    if isinstance(exc, aiohttp.InvalidURL):
+        return FaultError(ErrorCategory.PROTOCOL, f"invalid URL: {_name(exc)}")
+    if not got_headers:
+        return FaultError(ErrorCategory.INFRA, f"connection closed before headers: {_name(exc)}")
+    return FaultError(ErrorCategory.RESET, f"connection lost mid-body: {_name(exc)}")
+
+
+def _name(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {excerpt(text, 200)}" if text else type(exc).__name__
