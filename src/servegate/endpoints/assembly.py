@@ -53,6 +53,11 @@ class StreamAssembler:
         try:
             chunk = json.loads(event.data)
         except ValueError:
+            if not event.complete:
+                raise FaultError(
+                    ErrorCategory.TRUNCATED,
+                    f"stream ended inside event {event.index}: {excerpt(event.data, 120)}",
+                ) from None
             raise FaultError(
                 ErrorCategory.PARSE,
                 f"event {event.index} is not JSON: {excerpt(event.data, 120)}",

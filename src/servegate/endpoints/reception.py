@@ -17,7 +17,7 @@ from servegate.endpoints.assembly import StreamAssembler
 from servegate.endpoints.body import completion_draft, decode_json, embeddings_of
 from servegate.endpoints.draft import CompletionDraft, RequestContext, body_error
 from servegate.endpoints.errors import ErrorCategory, FaultError, RequestError
-from servegate.endpoints.sse import SSEParser
+from servegate.endpoints.sse import SSEFaultError, SSEParser
 from servegate.endpoints.text import excerpt
 from servegate.endpoints.timing import TimingRecorder, is_buffered
 from servegate.endpoints.transport import BodyReader, TimeoutConfig
@@ -135,7 +135,12 @@ class CompletionReception:
                 data, arrival = await reader.chunk(
                     self._timeouts.done_grace_s if assembler.done else None
                 )
-                events = parser.feed(data, arrival) if data else parser.close(arrival)
+                try:
+                    events = parser.feed(data, arrival) if data else parser.close(arrival)
+                except SSEFaultError as exc:
+                    for event in exc.events:
+                        assembler.add(event)
+                    raise
                 for event in events:
                     assembler.add(event)
             except FaultError:

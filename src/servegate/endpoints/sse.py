@@ -33,6 +33,14 @@ class SSEEvent:
     complete: bool = True  # False: the stream ended before the blank line that ends the event
 
 
+class SSEFaultError(FaultError):
+    """A fault part-way through a chunk; `events` are the ones completed before it, in order."""
+
+    def __init__(self, fault: FaultError, events: list[SSEEvent]) -> None:
+        super().__init__(fault.category, fault.message)
+        self.events = events
+
+
 class SSEParser:
     """Feed byte chunks with their arrival stamps; get back the events they complete."""
 
@@ -54,15 +62,25 @@ class SSEParser:
         self._count = 0
 
     def feed(self, chunk: bytes, arrival_ns: int = 0) -> list[SSEEvent]:
-        """Parse `chunk`; returns the events whose terminating blank line it contained."""
+        """Parse `chunk`; returns the events whose terminating blank line it contained.
+
+        Raises SSEFaultError (DECODE, TOO_LARGE) carrying the events completed before the fault.
+        """
+        events: list[SSEEvent] = []
+        try:
+            self._feed(chunk, arrival_ns, events)
+        except FaultError as exc:
+            raise SSEFaultError(exc, events) from exc
+        return events
+
+    def _feed(self, chunk: bytes, arrival_ns: int, events: list[SSEEvent]) -> None:
         if self._head is not None:
             head = self._head + chunk
             if len(head) < len(BOM) and BOM.startswith(head):
                 self._head = head
-                return []
+                return
             self._head = None
             chunk = head[len(BOM) :] if head.startswith(BOM) else head
-        events: list[SSEEvent] = []
         pos, size = 0, len(chunk)
         if self._after_cr and size:
             self._after_cr = False
@@ -82,16 +100,18 @@ class SSEParser:
                 elif chunk[end + 1] == 0x0A:
                     end += 1
             pos = end + 1
-        return events
 
     def close(self, arrival_ns: int = 0) -> list[SSEEvent]:
         """End of stream: an unterminated last line and event come back with complete=False."""
         events: list[SSEEvent] = []
-        if self._head:
-            held, self._head = self._head, None
-            events.extend(self.feed(held, arrival_ns))
-        if self._line_len and not self._in_comment:
-            self._end_line(arrival_ns, events)
+        try:
+            if self._head:
+                held, self._head = self._head, None
+                self._feed(held, arrival_ns, events)
+            if self._line_len and not self._in_comment:
+                self._end_line(arrival_ns, events)
+        except FaultError as exc:
+            raise SSEFaultError(exc, events) from exc
         if self._has_data:
             events.append(self._dispatch(arrival_ns, complete=False))
         return events

@@ -13,7 +13,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from servegate.endpoints.types import Timing
+from servegate.endpoints.types import Completion, Timing
 
 
 @dataclass(slots=True)
@@ -80,3 +80,16 @@ def is_buffered(timing: Timing, *, ratio: float = 0.05, max_gap_ms: float = 1.0)
     e2el = (stamps[-1] - timing.sent_ns) / 1e6
     mean_gap_ms = spread_ms / (len(stamps) - 1)
     return spread_ms <= ratio * e2el and mean_gap_ms <= max_gap_ms
+
+
+def output_tokens(completion: Completion) -> tuple[int | None, str]:
+    """Output tokens and where the count came from: "usage", else "logprobs" (streamed or
+    returned entries), else "estimated" (one per token-carrying chunk); None when unknown."""
+    usage = completion.usage
+    if usage is not None and usage.completion_tokens is not None:
+        return usage.completion_tokens, "usage"
+    if completion.logprobs:
+        return len(completion.logprobs), "logprobs"
+    if completion.timing.token_chunk_ns:
+        return streamed_tokens(completion.timing), "estimated"
+    return None, "estimated"
