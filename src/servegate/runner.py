@@ -93,8 +93,8 @@ async def preflight(ep: Endpoint, deadline_s: float) -> Preflight:
 def _choose_model(cfg: GateConfig, b: Preflight, c: Preflight) -> str | None:
     if cfg.model is not None:
         return cfg.model
-    common = [m for m in b.models if m in c.models]
-    return (common or list(b.models) or [None])[0]
+    common = [m for m in b.models if m in c.models] or list(b.models)
+    return common[0] if common else None
 
 
 async def run_gates(

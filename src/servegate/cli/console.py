@@ -9,7 +9,14 @@ from typing import NoReturn
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from servegate.runner import ProgressFn
 
@@ -37,7 +44,7 @@ def gate_progress(enabled: bool, label: str = "") -> Iterator[ProgressFn | None]
         TextColumn("{task.fields[probe]}"),
     )
     with Progress(*columns, console=stderr, transient=False) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def update(gate: str, done: int, total: int, probe: str) -> None:
             if gate not in tasks:

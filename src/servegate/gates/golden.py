@@ -160,8 +160,8 @@ def evaluate(ev: GoldenEvidence, policy: Policy) -> GateResult:
     """Judge every probe relative to the baseline; degeneration and hangs block."""
     statuses = [judge(o) for o in ev.observations]
     findings: list[Finding] = []
-    for obs, status in zip(ev.observations, statuses, strict=True):
-        findings += _probe_findings(obs, status, ev)
+    for obs, probe_status in zip(ev.observations, statuses, strict=True):
+        findings += _probe_findings(obs, probe_status, ev)
     metrics = _metrics(ev.observations, statuses)
     judged = sum(1 for s in statuses if s is not ProbeStatus.INCONCLUSIVE)
     canary_ok = _canaries_hold(ev.observations, statuses, policy)
