@@ -31,7 +31,8 @@ class ToolCallMerger:
     def add(self, delta: Any, where: str) -> None:
         if not isinstance(delta, dict):
             raise FaultError(ErrorCategory.SCHEMA, f"tool-call delta at {where} is not an object")
-        function = delta.get("function") or {}
+        function = delta.get("function")
+        function = {} if function is None else function
         if not isinstance(function, dict):
             raise FaultError(ErrorCategory.SCHEMA, f"tool-call function at {where} not an object")
         call_id = delta.get("id") if isinstance(delta.get("id"), str) else None
