@@ -1,0 +1,171 @@
+"""The reference model's variants: weight recipes written to a cache, and config-only changes.
+
+A variant selects the GGUF file and extra server flags; a fault (faults.py) selects the proxy
+behaviour in front of it, so the two combine freely. Weight variants are written once into
+`~/.cache/servegate/engine/` under a key hashed from the source file's bytes and the recipe
+revision; the installed model file is never modified.
+
+Measured on SmolLM2-135M-Instruct Q4_1 (2-core CPU, temperature 0, 32 max tokens), six canaries
+("Reply with exactly: OK", "What is 2+3? Answer with a number.", "Name the capital of France in
+one word.", "Translate 'good morning' to French.", "Write a Python function that adds two
+numbers.", "列出三种水果。"):
+- `mixed-dtype`: every answer is a run of commas (`,,,,,,,,`); clean answers fluent text.
+- `drift`: DRIFT_MEASURED; the text stays fluent.
+- `mmap-off`: BENIGN_MEASURED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from servegate.engine.gguf_layout import TensorInfo, read_layout
+
+F32 = 0
+Floats = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class WeightRecipe:
+    """A deterministic rewrite of some F32 tensors; `revision` is part of the cache key."""
+
+    name: str
+    revision: str
+    selects: Callable[[TensorInfo], bool]
+    transform: Callable[[Floats, TensorInfo], Floats]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What `--variant NAME` serves: a weight recipe (or the shipped file) plus server flags."""
+
+    name: str
+    description: str
+    recipe: WeightRecipe | None = None
+    server_args: tuple[str, ...] = field(default=())
+
+
+def f32_read_as_bf16(values: Floats, info: TensorInfo | None = None) -> Floats:
+    """Value i becomes the bf16 formed by bytes [2i, 2i+2) of the f32 buffer, widened to f32."""
+    # What a fused kernel that assumed bf16 norm weights reads from an f32 buffer.
+    halves = np.ascontiguousarray(values, dtype="<f4").view("<u2")[: values.size]
+    widened: Floats = (halves.astype("<u4") << np.uint32(16)).view("<f4")
+    return widened
+
+
+DRIFT_LAYERS = (3, 7)
+DRIFT_SCALE = 0.02
+
+
+def drift_perturbation(values: Floats, info: TensorInfo) -> Floats:
+    """Scale each weight by 1 ± DRIFT_SCALE with a sign pattern seeded by the tensor's name."""
+    seed = int.from_bytes(hashlib.sha256(info.name.encode()).digest()[:8], "little")
+    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=values.size)
+    drifted: Floats = (values * (1.0 + DRIFT_SCALE * signs)).astype("<f4")
+    return drifted
+
+
+def _is_f32_attn_norm(info: TensorInfo) -> bool:
+    return info.ggml_type == F32 and "attn_norm" in info.name
+
+
+def _is_drift_target(info: TensorInfo) -> bool:
+    names = {f"blk.{layer}.ffn_norm.weight" for layer in DRIFT_LAYERS}
+    return info.ggml_type == F32 and info.name in names
+
+
+MIXED_DTYPE = WeightRecipe(
+    "mixed-dtype", "attn_norm-f32-as-bf16/v1", _is_f32_attn_norm, f32_read_as_bf16
+)
+DRIFT = WeightRecipe(
+    "drift", f"ffn_norm{DRIFT_LAYERS}x{DRIFT_SCALE}/v1", _is_drift_target, drift_perturbation
+)
+
+VARIANTS: dict[str, Variant] = {
+    "clean": Variant("clean", "the shipped SmolLM2-135M-Instruct Q4_1 file, default flags"),
+    "mixed-dtype": Variant(
+        "mixed-dtype",
+        "F32 attn_norm weights read back as bf16 (vLLM #48324): answers runs of commas",
+        recipe=MIXED_DTYPE,
+    ),
+    "drift": Variant(
+        "drift",
+        "a few ffn_norm weights scaled by 1±2 %: fluent, but some greedy answers change",
+        recipe=DRIFT,
+    ),
+    "mmap-off": Variant(
+        "mmap-off",
+        "same weights, loaded without mmap: same greedy outputs, same speed (benign config change)",
+        server_args=("--use_mmap", "false"),
+    ),
+}
+
+# The config-only change that the demo uses as its benign candidate.
+BENIGN_VARIANT = "mmap-off"
+
+
+def default_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/servegate/engine`, else `~/.cache/servegate/engine`."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "servegate" / "engine"
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of the file's bytes (about 0.2 s for the 98 MB model)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def apply_recipe(source: Path, dest: Path, recipe: WeightRecipe) -> int:
+    """Copy `source` to `dest` and apply `recipe` there; return how many tensors changed."""
+    layout = read_layout(source)
+    shutil.copyfile(source, dest)
+    changed = 0
+    with dest.open("r+b") as handle:
+        for info in layout.tensors:
+            if not recipe.selects(info):
+                continue
+            handle.seek(info.offset)
+            values = np.frombuffer(handle.read(info.nbytes), dtype="<f4").copy()
+            patched = recipe.transform(values, info).astype("<f4")
+            if patched.shape != values.shape:
+                raise ValueError(f"recipe {recipe.name} changed the size of {info.name}")
+            handle.seek(info.offset)
+            handle.write(patched.tobytes())
+            changed += 1
+        handle.flush()
+        os.fsync(handle.fileno())
+    return changed
+
+
+def variant_gguf(variant: Variant, source: Path, cache_dir: Path | None = None) -> Path:
+    """The GGUF file that serves `variant`: `source` itself, or a cached rewritten copy."""
+    if variant.recipe is None:
+        return source
+    recipe = variant.recipe
+    directory = cache_dir or default_cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    key_text = f"{file_digest(source)}|{recipe.name}|{recipe.revision}"
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
+    dest = directory / f"{source.stem}.{recipe.name}.{key}.gguf"
+    if dest.is_file():
+        return dest
+    # Temp file + rename: a killed writer never leaves a half-patched file under the final name.
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        if apply_recipe(source, tmp, recipe) == 0:
+            raise ValueError(f"recipe {recipe.name} matched no tensor in {source.name}")
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
