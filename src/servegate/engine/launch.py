@@ -1,0 +1,217 @@
+"""Start the reference engine: llama-cpp-python's OpenAI server, optionally behind a fault proxy.
+
+Child processes run in their own session (Ctrl-C reaches only the parent, which stops them in
+order) and get SIGTERM from the kernel if the thread that started them dies
+(PR_SET_PDEATHSIG), so no engine outlives its owner. Call `start_engine` from a long-lived
+thread such as the main thread: the death signal follows the starting *thread*.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from servegate.engine.errors import EngineStartError, UnknownNameError
+from servegate.engine.faults import FAULTS
+from servegate.engine.model import shipped_model_path
+from servegate.engine.variants import VARIANTS, variant_gguf
+
+MODEL_ALIAS = "smollm2-135m-instruct"
+CONTEXT_TOKENS = 4096
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that the OS reports free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def llama_command(gguf: Path, port: int, extra_args: tuple[str, ...] = ()) -> list[str]:
+    """argv of the llama-cpp-python OpenAI server on 127.0.0.1:`port` serving `gguf`."""
+    return [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(gguf), "--model_alias", MODEL_ALIAS,
+        "--host", "127.0.0.1", "--port", str(port),
+        # chatml-function-calling: the one built-in format that serves both tools and plain chat.
+        "--chat_format", "chatml-function-calling",
+        "--embedding", "true", "--logits_all", "true",
+        "--n_ctx", str(CONTEXT_TOKENS),
+        *extra_args,
+    ]  # fmt: skip
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    # Runs in the child between fork and exec; the death signal survives exec.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    parent_pid = os.getpid()
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: _die_with_parent(parent_pid),
+        )
+
+
+def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def answers_completion(base_url: str, timeout_s: float = 30.0) -> bool:
+    """True when a real 1-token completion succeeds (a green /v1/models proves nothing)."""
+    body = json.dumps({"prompt": "0", "max_tokens": 1, "temperature": 0}).encode()
+    request = urllib.request.Request(
+        f"{base_url}/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            payload = json.loads(response.read())
+    except (OSError, ValueError):
+        return False
+    return bool(payload.get("choices"))
+
+
+class RunningEngine:
+    """A started engine: `base_url` ends in /v1; `pid` is the process that owns the public port."""
+
+    def __init__(
+        self,
+        *,
+        variant: str,
+        fault: str | None,
+        port: int,
+        processes: list[subprocess.Popen[bytes]],
+        log_path: Path,
+    ) -> None:
+        self.variant = variant
+        self.fault = fault
+        self.model = MODEL_ALIAS
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self.log_path = log_path
+        self.startup_s = 0.0
+        self._processes = processes  # public-port process last
+
+    @property
+    def pid(self) -> int:
+        return self._processes[-1].pid
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(process.pid for process in self._processes)
+
+    def alive(self) -> bool:
+        """True while every child process is still running."""
+        return all(process.poll() is None for process in self._processes)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the children (proxy first), SIGKILL after `grace_s`; safe to call twice."""
+        for process in reversed(self._processes):
+            _stop(process, grace_s)
+
+    def __enter__(self) -> RunningEngine:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_engine(
+    variant: str = "clean",
+    *,
+    port: int | None = None,
+    fault: str | None = None,
+    cache_dir: Path | None = None,
+    log_path: Path | None = None,
+    ready_timeout_s: float = 120.0,
+    fault_options: tuple[str, ...] = (),
+) -> RunningEngine:
+    """Serve `variant` (behind `fault`, if any) on 127.0.0.1 and return once it really answers."""
+    if variant not in VARIANTS:
+        raise UnknownNameError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+    if fault is not None and fault not in FAULTS:
+        raise UnknownNameError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+    chosen = VARIANTS[variant]
+    gguf = variant_gguf(chosen, shipped_model_path(), cache_dir)
+    if log_path is None:
+        handle, name = tempfile.mkstemp(prefix=f"servegate-engine-{variant}-", suffix=".log")
+        os.close(handle)
+        log_path = Path(name)
+    public_port = port or free_port()
+    llama_port = free_port() if fault else public_port
+    began = time.perf_counter()
+    processes = [_spawn(llama_command(gguf, llama_port, chosen.server_args), log_path)]
+    if fault:
+        upstream = f"http://127.0.0.1:{llama_port}"
+        proxy_argv = [
+            *(sys.executable, "-m", "servegate.engine.faults", fault),
+            *("--port", str(public_port), "--upstream", upstream, *fault_options),
+        ]
+        processes.append(_spawn(proxy_argv, log_path))
+    engine = RunningEngine(
+        variant=variant, fault=fault, port=public_port, processes=processes, log_path=log_path
+    )
+    try:
+        _wait_ready(engine, began + ready_timeout_s)
+    except BaseException:
+        engine.stop()
+        raise
+    engine.startup_s = time.perf_counter() - began
+    return engine
+
+
+def _wait_ready(engine: RunningEngine, deadline: float) -> None:
+    while True:
+        if not engine.alive():
+            raise EngineStartError(
+                f"engine {engine.variant} exited during start-up; log {engine.log_path}:\n"
+                + _log_tail(engine.log_path)
+            )
+        if answers_completion(engine.base_url, timeout_s=10.0):
+            return
+        if time.perf_counter() > deadline:
+            raise EngineStartError(
+                f"engine {engine.variant} did not answer a completion in time; "
+                f"log {engine.log_path}:\n" + _log_tail(engine.log_path)
+            )
+        time.sleep(0.25)
