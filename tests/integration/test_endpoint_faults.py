@@ -827,3 +827,102 @@ async def test_api_key_is_sent_as_bearer_and_never_shown(
         shown = repr(ep) + repr(result)
     assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
     assert secret not in shown
+
+
+# --- the completions path and raw requests ----------------------------------------------------
+
+COMPLETIONS = "/v1/completions"
+
+
+def legacy_chunk(text: str, tokens: list[str], values: list[float | None]) -> bytes:
+    logprobs = {
+        "tokens": tokens,
+        "token_logprobs": values,
+        "top_logprobs": [
+            None if v is None else {t: v} for t, v in zip(tokens, values, strict=True)
+        ],
+        "text_offset": [],
+    }
+    return sse({"choices": [{"index": 0, "text": text, "logprobs": logprobs}]})
+
+
+async def test_streamed_completion_with_echo_splits_prompt_logprobs(
+    server: ScriptedServer,
+) -> None:
+    parts = [
+        legacy_chunk("Hi there", ["Hi", " there"], [None, -2.0]),
+        legacy_chunk("!", ["!"], [-0.25]),
+        sse({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}),
+        b"data: [DONE]\n\n",
+    ]
+    server.route(COMPLETIONS, reply_stream(parts))
+    body = {"model": "m", "prompt": "Hi there", "echo": True, "logprobs": 1, "stream": True}
+    async with endpoint(server) as ep:
+        result = await ep.completion(body)
+    assert result.ok, result.error
+    assert result.content == "Hi there!"
+    assert result.prompt_logprobs is not None
+    assert [None if e is None else e.token for e in result.prompt_logprobs] == [None, " there"]
+    assert [(e.token, e.logprob) for e in result.logprobs or ()] == [("!", -0.25)]
+
+
+async def test_non_streamed_completion_reads_text_and_finish_reason(
+    server: ScriptedServer,
+) -> None:
+    body = {"choices": [{"index": 0, "text": " Paris", "finish_reason": "length"}]}
+    server.route(COMPLETIONS, reply_json(body))
+    async with endpoint(server) as ep:
+        result = await ep.completion({"model": "m", "prompt": "Capital of France:"})
+    assert (result.content, result.finish_reason) == (" Paris", "length")
+
+
+async def test_reasoning_and_tool_call_deltas_stamp_tokens_but_the_role_chunk_does_not(
+    server: ScriptedServer,
+) -> None:
+    parts = [
+        sse(chunk("", role="assistant")),
+        sse(chunk(reasoning_content="think")),
+        sse(chunk(tool_calls=[call_delta(0, id="c", name="f", arguments="{}")])),
+        sse(chunk("done")),
+        b"data: [DONE]\n\n",
+    ]
+    result = await stream_of(server, parts, delay_s=0.01)
+    assert result.ok
+    assert (result.reasoning, result.content) == ("think", "done")
+    assert len(result.timing.token_chunk_ns) == 3
+    assert result.timing.ttft_ms is not None
+    assert result.timing.headers_ns is not None
+    assert result.timing.token_chunk_ns[0] > result.timing.headers_ns
+
+
+async def test_raw_requests_resolve_relative_to_the_base_url_and_keep_any_status(
+    server: ScriptedServer,
+) -> None:
+    server.route("/version", reply_json({"version": "0.25.1"}))
+    server.route("/v1/models", reply_status(503, b"warming up"))
+    async with endpoint(server) as ep:
+        version = await ep.raw("GET", "../version")
+        models = await ep.raw("GET", "/models")
+    assert version.json() == {"version": "0.25.1"}
+    assert (models.status, models.ok, models.error) == (503, False, None)
+    assert [r.path for r in server.requests] == ["/version", "/v1/models"]
+
+
+async def test_cancelling_a_stream_releases_it_and_the_next_request_is_served(
+    server: ScriptedServer,
+) -> None:
+    server.route(
+        CHAT,
+        reply_stream([sse(chunk("a"))] * 100, delay_s=0.05),
+        reply_json(chat_body("after")),
+    )
+    async with endpoint(server) as ep:
+        task = asyncio.create_task(ep.chat(STREAM))
+        while not server.requests:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        after = await ep.chat(PLAIN)
+    assert after.content == "after", after.error

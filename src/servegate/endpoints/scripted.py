@@ -92,9 +92,15 @@ class ScriptedServer:
                 await task
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Scripts run in a task of our own: cancelling the stream server's task on close would
+        # make Python 3.11's asyncio.streams log the CancelledError it then reads back.
+        task = asyncio.create_task(self._converse(reader, writer))
+        self._tasks.add(task)
+        await asyncio.wait({task})
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
         self.connections += 1
         conn = Conn(writer)
         try:
