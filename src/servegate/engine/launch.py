@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servegate.engine.errors import EngineStartError, UnknownNameError
-from servegate.engine.faults import FAULTS
+from servegate.engine.faults import FAULTS, FaultOptions
 from servegate.engine.model import shipped_model_path
 from servegate.engine.variants import VARIANTS, variant_gguf
 
@@ -164,7 +164,7 @@ def start_engine(
     cache_dir: Path | None = None,
     log_path: Path | None = None,
     ready_timeout_s: float = 120.0,
-    fault_options: tuple[str, ...] = (),
+    fault_options: FaultOptions | None = None,
 ) -> RunningEngine:
     """Serve `variant` (behind `fault`, if any) on 127.0.0.1 and return once it really answers."""
     if variant not in VARIANTS:
@@ -185,7 +185,8 @@ def start_engine(
         upstream = f"http://127.0.0.1:{llama_port}"
         proxy_argv = [
             *(sys.executable, "-m", "servegate.engine.faults", fault),
-            *("--port", str(public_port), "--upstream", upstream, *fault_options),
+            *("--port", str(public_port), "--upstream", upstream),
+            *_fault_argv(fault_options or FaultOptions()),
         ]
         processes.append(_spawn(proxy_argv, log_path))
     engine = RunningEngine(
@@ -198,6 +199,10 @@ def start_engine(
         raise
     engine.startup_s = time.perf_counter() - began
     return engine
+
+
+def _fault_argv(options: FaultOptions) -> list[str]:
+    return ["--threshold-chars", str(options.threshold_chars)]
 
 
 def _wait_ready(engine: RunningEngine, deadline: float) -> None:

@@ -1,0 +1,106 @@
+"""`servegate engine`: serve the embedded reference engine, list its variants and faults."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from servegate.cli.console import fail
+
+_POLL_S = 0.5
+
+
+@click.group()
+def engine() -> None:
+    """The embedded reference engine: llama.cpp serving the shipped SmolLM2-135M model."""
+
+
+@engine.command()
+@click.option(
+    "--variant", default="clean", show_default=True, help="See `servegate engine variants`."
+)
+@click.option("--fault", default=None, help="A fault layer in front of the engine, e.g. hang-long.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Default: a free port.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where rewritten model variants are kept. Default: ~/.cache/servegate/engine.",
+)
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Engine log file. Default: a temporary file, named on start.",
+)
+@click.option(
+    "--threshold-chars",
+    type=click.IntRange(0),
+    default=2000,
+    show_default=True,
+    help="hang-long: prompts longer than this many characters never get an answer.",
+)
+def serve(
+    variant: str,
+    fault: str | None,
+    port: int | None,
+    cache_dir: Path | None,
+    log_path: Path | None,
+    threshold_chars: int,
+) -> None:
+    """Serve VARIANT on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM."""
+    from servegate.engine import EngineError, FaultOptions, start_engine
+
+    try:
+        running = start_engine(
+            variant,
+            port=port,
+            fault=fault,
+            cache_dir=cache_dir,
+            log_path=log_path,
+            fault_options=FaultOptions(threshold_chars=threshold_chars),
+        )
+    except EngineError as exc:
+        fail(str(exc), exc.exit_code)
+    # SIGTERM takes the same orderly path as Ctrl-C: stop the children, then exit.
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    behind = f" behind fault {fault}" if fault else ""
+    click.echo(
+        f"servegate engine: serving {variant}{behind} on {running.base_url} "
+        f"(model {running.model}, pid {running.pid}, ready in {running.startup_s:.1f} s, "
+        f"log {running.log_path})"
+    )
+    try:
+        while running.alive():
+            time.sleep(_POLL_S)
+    except KeyboardInterrupt:
+        click.echo("servegate engine: stopping", err=True)
+        running.stop()
+        return
+    finally:
+        running.stop()
+        signal.signal(signal.SIGTERM, previous)
+    fail(f"the engine exited unexpectedly; see {running.log_path}", 3)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@engine.command()
+def variants() -> None:
+    """List the model variants and faults with one-line descriptions."""
+    from servegate.engine import BENIGN_VARIANT, FAULTS, VARIANTS
+
+    click.echo("variants (--variant):")
+    for name, variant in VARIANTS.items():
+        marker = " [demo's benign candidate]" if name == BENIGN_VARIANT else ""
+        click.echo(f"  {name:<12} {variant.description}{marker}")
+    click.echo("faults (--fault):")
+    for name, spec in FAULTS.items():
+        click.echo(f"  {name:<12} {spec.description}")
