@@ -8,6 +8,13 @@ error object), stream_error (an error event inside a stream), truncated (stream 
 too_large (event or body over the size cap), protocol (wrong content type, redirect), tool_index
 (ambiguous tool-call delta), non_finite_logprob, embedding_invalid, cancelled, tls (certificate or
 handshake failure: never retried, never worked around by disabling verification).
+
+Exceptions (the whole tree):
+    Exception
+    ├── EndpointError   misuse no retry can fix (bad URL, missing API key variable); exit code 2
+    └── FaultError      internal: raised while reading a response, returned as RequestError
+        └── sse.SSEFaultError   a parser fault, carrying the events completed before it
+Server faults never escape an Endpoint as exceptions; cancellation propagates as CancelledError.
 """
 
 from __future__ import annotations
