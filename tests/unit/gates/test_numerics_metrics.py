@@ -1,0 +1,116 @@
+import math
+
+import pytest
+
+from servegate.endpoints.errors import ErrorCategory, RequestError
+from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.gates.noise import (
+    NoiseFloor,
+    compare,
+    cosine,
+    margin_nats,
+    non_finite,
+    tail_nll,
+)
+
+
+def tok(token: str, logprob: float, *alts: tuple[str, float]) -> TokenLogprob:
+    return TokenLogprob(token, logprob, ((token, logprob), *alts))
+
+
+HELLO = (tok("Hello", -0.1, ("Hi", -2.5)), tok(" world", -0.2, (" there", -1.9)))
+
+
+def test_identical_sequences_have_no_divergence_and_no_drift() -> None:
+    cmp = compare("p", HELLO, HELLO)
+    assert cmp.exact
+    assert cmp.mean_abs_dlogprob == 0.0
+    assert cmp.topk_jaccard == 1.0
+
+
+def test_drift_on_the_common_prefix_is_the_mean_absolute_logprob_difference() -> None:
+    drifted = (tok("Hello", -0.15, ("Hi", -2.4)), tok(" world", -0.3, (" there", -1.8)))
+    cmp = compare("p", HELLO, drifted)
+    assert cmp.mean_abs_dlogprob == pytest.approx(0.075)
+    assert cmp.max_abs_dlogprob == pytest.approx(0.1)
+
+
+def test_a_flip_to_the_baselines_second_choice_is_measured_by_its_gap() -> None:
+    base = (tok("Yes", -0.6, ("No", -0.8)),)
+    cand = (tok("No", -0.7, ("Yes", -0.75)),)
+    cmp = compare("p", base, cand)
+    assert cmp.first_divergence == 0
+    assert cmp.gap_nats == pytest.approx(0.2)
+    assert cmp.margin_nats == pytest.approx(0.2)
+    assert cmp.b_token_in_top is True
+
+
+def test_a_token_outside_the_baselines_top_k_gets_a_lower_bound_gap() -> None:
+    base = (tok("OK", -0.01, ("Ok", -5.0), ("ok", -6.0)),)
+    cand = (tok(",", -0.01),)
+    cmp = compare("p", base, cand)
+    assert cmp.b_token_in_top is False
+    assert cmp.gap_nats == pytest.approx(5.99)
+
+
+def test_a_side_that_stops_early_diverges_at_its_length_without_a_gap() -> None:
+    cmp = compare("p", HELLO, HELLO[:1])
+    assert cmp.first_divergence == 1
+    assert cmp.gap_nats is None
+
+
+def test_margin_needs_two_alternatives() -> None:
+    assert margin_nats(TokenLogprob("a", -0.1)) is None
+    assert margin_nats(tok("a", -0.1, ("b", -0.4))) == pytest.approx(0.3)
+
+
+def test_degenerate_text_has_far_higher_nll_than_fluent_text() -> None:
+    context = [None, TokenLogprob("Say", -3.0)]
+    fluent = [*context, TokenLogprob(" OK", -0.2)]
+    commas = [*context, *(TokenLogprob(",", -9.0) for _ in range(8))]
+    fluent_nll = tail_nll(fluent, " OK")
+    comma_nll = tail_nll(commas, ",,,,,,,,")
+    assert fluent_nll == pytest.approx(0.2)
+    assert comma_nll == pytest.approx(9.0)
+
+
+def test_tail_nll_is_unknown_when_the_text_reaches_the_unscored_first_token() -> None:
+    assert tail_nll([None, TokenLogprob("b", -1.0)], "ab") is None
+    assert tail_nll(None, "x") is None
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        (Completion(status=200, content="x", logprobs=HELLO), False),
+        (Completion(status=200, content="x", logprobs=(TokenLogprob("x", math.nan),)), True),
+        (Completion(status=200, content="x", logprobs=(tok("x", -0.1, ("y", math.inf)),)), True),
+        (
+            Completion(
+                status=200, error=RequestError(ErrorCategory.NON_FINITE_LOGPROB, "NaN at token 3")
+            ),
+            True,
+        ),
+        (Completion(status=500, error=RequestError(ErrorCategory.SERVER, "boom")), False),
+    ],
+    ids=["finite", "nan-logprob", "inf-in-top-k", "client-flagged", "other-error"],
+)
+def test_non_finite_logprobs_are_detected_wherever_they_are(
+    completion: Completion, expected: bool
+) -> None:
+    assert non_finite(completion) is expected
+
+
+def test_cosine_of_parallel_vectors_is_one_and_of_mismatched_dimensions_zero() -> None:
+    assert cosine((1.0, 2.0), (2.0, 4.0)) == pytest.approx(1.0)
+    assert cosine((1.0, 0.0), (0.0, 1.0)) == pytest.approx(0.0)
+    assert cosine((1.0,), (1.0, 0.0)) == 0.0
+
+
+def test_an_unmeasured_floor_says_so_and_contributes_nothing() -> None:
+    floor = NoiseFloor.zero()
+    assert not floor.measured
+    assert floor.flip_rate == 0.0
+    assert floor.mean_abs_dlogprob == 0.0
+    assert floor.metrics()["aa_source"] == "none"
+    assert floor.exact_match_rate is None
