@@ -22,6 +22,8 @@ from servegate.endpoints import Completion, ErrorCategory
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.retry import RetryConfig
 from servegate.endpoints.scripted import (
+    Conn,
+    Request,
     ScriptedServer,
     chat_body,
     chat_stream,
@@ -361,6 +363,32 @@ async def test_reset_mid_stream_keeps_partial_output_and_releases_the_connection
     assert category(broken) is ErrorCategory.RESET
     assert broken.content == "partial"
     assert after.content == "next"
+
+
+async def _not_http(request: Request, conn: Conn) -> None:
+    await conn.send(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+    conn.close()
+
+
+async def _short_body(request: Request, conn: Conn) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    await conn.send(head + b'{"choices"')
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [(_not_http, ErrorCategory.PROTOCOL), (_short_body, ErrorCategory.RESET)],
+    ids=["not-http", "body-shorter-than-content-length"],
+)
+async def test_broken_http_framing_is_named_not_raised(
+    server: ScriptedServer, script: Any, expected: ErrorCategory
+) -> None:
+    server.route(CHAT, script)
+    async with endpoint(server) as ep:
+        result = await ep.chat(PLAIN)
+    assert category(result) is expected
+    assert len(server.requests) == 1
 
 
 def http_date(seconds_ahead: float) -> str:
@@ -911,15 +939,17 @@ async def test_raw_requests_resolve_relative_to_the_base_url_and_keep_any_status
 async def test_cancelling_a_stream_releases_it_and_the_next_request_is_served(
     server: ScriptedServer,
 ) -> None:
-    server.route(
-        CHAT,
-        reply_stream([sse(chunk("a"))] * 100, delay_s=0.05),
-        reply_json(chat_body("after")),
-    )
+    streaming = asyncio.Event()
+    endless = reply_stream([sse(chunk("a"))] * 100, delay_s=0.05)
+
+    async def stream_and_signal(request: Request, conn: Conn) -> None:
+        streaming.set()
+        await endless(request, conn)
+
+    server.route(CHAT, stream_and_signal, reply_json(chat_body("after")))
     async with endpoint(server) as ep:
         task = asyncio.create_task(ep.chat(STREAM))
-        while not server.requests:
-            await asyncio.sleep(0.01)
+        await streaming.wait()
         await asyncio.sleep(0.1)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

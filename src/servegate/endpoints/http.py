@@ -190,7 +190,11 @@ class OpenAIEndpoint:
             async with asyncio.timeout_at(deadline_at):
                 recorder.sent_ns = time.perf_counter_ns()
                 async with session.request(
-                    method, url, json=body, headers=extra, allow_redirects=False
+                    method,
+                    url,
+                    json=None if body is None else dict(body),
+                    headers=extra,
+                    allow_redirects=False,
                 ) as response:
                     recorder.headers_ns = time.perf_counter_ns()
                     headers, status = response.headers, response.status
