@@ -10,7 +10,13 @@ from servegate.engine.errors import (
     UnknownNameError,
 )
 from servegate.engine.faults import FAULTS, FaultOptions
-from servegate.engine.launch import MODEL_ALIAS, RunningEngine, answers_completion, start_engine
+from servegate.engine.launch import (
+    MODEL_ALIAS,
+    RESET_PROMPT,
+    RunningEngine,
+    answers_completion,
+    start_engine,
+)
 from servegate.engine.model import shipped_model_path
 from servegate.engine.variants import BENIGN_VARIANT, VARIANTS, Variant
 
@@ -18,6 +24,7 @@ __all__ = [
     "BENIGN_VARIANT",
     "FAULTS",
     "MODEL_ALIAS",
+    "RESET_PROMPT",
     "VARIANTS",
     "EngineError",
     "EngineStartError",

@@ -4,6 +4,12 @@ Child processes run in their own session (Ctrl-C reaches only the parent, which 
 order) and get SIGTERM from the kernel if the thread that started them dies
 (PR_SET_PDEATHSIG), so no engine outlives its owner. Call `start_engine` from a long-lived
 thread such as the main thread: the death signal follows the starting *thread*.
+
+Determinism: llama-cpp-python keeps the previous request's KV cache and re-evaluates only the
+tokens after the longest common prefix, so a chat sent twice in a row can flip greedy tokens
+(measured: "Reply with exactly: OK" diverges after ~20 tokens on the 2nd send). A 1-token
+completion of RESET_PROMPT first, whose first token differs from `<|im_start|>`, forces a full
+prompt evaluation: outputs then matched on every repeat and across fresh servers.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from servegate.engine.model import shipped_model_path
 from servegate.engine.variants import VARIANTS, variant_gguf
 
 MODEL_ALIAS = "smollm2-135m-instruct"
+RESET_PROMPT = "0"
 CONTEXT_TOKENS = 4096
 _PR_SET_PDEATHSIG = 1
 
@@ -95,7 +102,7 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 
 def answers_completion(base_url: str, timeout_s: float = 30.0) -> bool:
     """True when a real 1-token completion succeeds (a green /v1/models proves nothing)."""
-    body = json.dumps({"prompt": "0", "max_tokens": 1, "temperature": 0}).encode()
+    body = json.dumps({"prompt": RESET_PROMPT, "max_tokens": 1, "temperature": 0}).encode()
     request = urllib.request.Request(
         f"{base_url}/completions", data=body, headers={"Content-Type": "application/json"}
     )
