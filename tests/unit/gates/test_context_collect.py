@@ -1,0 +1,150 @@
+"""collect() against in-process fakes through the Endpoint protocol: what is sent, in what order,
+with which deadlines; no server, no model."""
+
+import itertools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from servegate.config.models import EndpointConfig, GateConfig, Policy
+from servegate.endpoints.errors import ErrorCategory, RequestError
+from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing, ToolCall
+from servegate.gates.context import ContextPlan, Kind, collect, evaluate
+from servegate.gates.golden import ProbeStatus
+from servegate.gates.pair import EndpointPair
+from servegate.verdict.model import Severity, Status
+
+CFG = GateConfig(
+    baseline=EndpointConfig(url="http://b/v1"),
+    candidate=EndpointConfig(url="http://c/v1"),
+    request_deadline_s=60.0,
+    probe_deadline_s=15.0,
+)
+PLAN = ContextPlan(lengths=(500, 1500), positions=("start", "end"), cache_prefix_tokens=600)
+CODE = re.compile(r"The secret code for (\w+) is (\d+)\.")
+
+
+class FakeEndpoint:
+    """A deterministic server: recalls every needle, calls the forced tool, serves the cache
+    hit fast, and streams the counting request for 5 s (so a shorter deadline cuts it)."""
+
+    def __init__(self, name: str, hang_over_chars: int | None = None) -> None:
+        self._name = name
+        self.hang_over_chars = hang_over_chars
+        self.log: list[tuple[str, float | None]] = []
+        self._last: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._name}/v1"
+
+    async def completion(
+        self, body: Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> Completion:
+        self.log.append(("isolate", deadline_s))
+        self._last = None
+        return Completion(status=200, content="1")
+
+    async def chat(self, body: Mapping[str, Any], *, deadline_s: float | None = None) -> Completion:
+        prompt = body["messages"][0]["content"]
+        kind = "stream" if body.get("stream") else "plain"
+        self.log.append((f"{kind}:{prompt if len(prompt) < 80 else prompt[-40:]}", deadline_s))
+        repeated, self._last = self._last == prompt, prompt
+        if self.hang_over_chars is not None and len(prompt) > self.hang_over_chars:
+            return Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "no headers"))
+        if "tools" in body:
+            call = ToolCall(0, "call-1", "get_weather", '{"city": "Paris", "unit": "C"}')
+            return Completion(status=200, tool_calls=(call,), finish_reason="tool_calls")
+        if prompt.startswith("Count from 1"):
+            if deadline_s is not None and deadline_s < 5:
+                timing = Timing(sent_ns=1, token_chunk_ns=(2, 3, 4))
+                error = RequestError(ErrorCategory.TIMEOUT, "request deadline passed mid-body")
+                return Completion(status=200, content="1, 2, 3", error=error, timing=timing)
+            return Completion(status=200, content="1, 2, 3", finish_reason="length")
+        found = CODE.search(prompt)
+        answer = found.group(2) if found else "Paris"
+        ttft_ns = 40_000_000 if repeated else 900_000_000
+        timing = Timing(sent_ns=1, token_chunk_ns=(1 + ttft_ns,), done_ns=2 + ttft_ns)
+        return Completion(status=200, content=answer, finish_reason="stop", timing=timing)
+
+    async def embeddings(
+        self, body: Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> Embeddings:
+        raise NotImplementedError
+
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        deadline_s: float | None = None,
+    ) -> RawResponse:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_two_identical_servers_pass_every_probe() -> None:
+    pair = EndpointPair(FakeEndpoint("baseline"), FakeEndpoint("candidate"), model="m")
+    ev = await collect(pair, CFG, plan=PLAN)
+    result = evaluate(ev, Policy())
+    assert result.status is Status.PASS, result.findings
+    assert [row["status"] for row in result.details["probes"]] == [str(ProbeStatus.PASS)] * 9
+    assert result.metrics["needles_found_candidate"] == 4
+    assert all(o.request.get("model") == "m" for o in ev.observations)
+
+
+async def test_every_request_is_isolated_except_the_prefix_cache_hit() -> None:
+    baseline = FakeEndpoint("baseline")
+    await collect(EndpointPair(baseline, FakeEndpoint("candidate")), CFG, plan=PLAN)
+    sent = [entry for entry, _ in baseline.log]
+    unisolated = [
+        entry for before, entry in itertools.pairwise(sent)
+        if entry != "isolate" and before != "isolate"
+    ]  # fmt: skip
+    assert len(unisolated) == 1
+    assert unisolated[0].startswith("stream:")
+    assert "Answer with the number only." in unisolated[0]
+
+
+async def test_the_stream_is_cut_at_the_cancel_deadline_on_both_sides() -> None:
+    baseline, candidate = FakeEndpoint("baseline"), FakeEndpoint("candidate")
+    await collect(EndpointPair(baseline, candidate), CFG, plan=PLAN)
+    for side in (baseline, candidate):
+        cuts = [dl for entry, dl in side.log if entry.startswith("stream:Count")]
+        assert cuts == [PLAN.cancel_after_s]
+
+
+async def test_a_candidate_hanging_on_long_prompts_is_not_sent_longer_ones_and_fails_fast() -> None:
+    candidate = FakeEndpoint("candidate", hang_over_chars=2000)
+    pair = EndpointPair(FakeEndpoint("baseline"), candidate)
+    ev = await collect(pair, CFG, plan=PLAN)
+    long_prompts = [dl for entry, dl in candidate.log if "number only" in entry]
+    assert long_prompts == [CFG.probe_deadline_s]  # the first needle only, at the floor deadline
+    result = evaluate(ev, Policy())
+    assert result.status is Status.FAIL
+    statuses = {row["probe"]: row["status"] for row in result.details["probes"]}
+    assert statuses["needle-500-start"] == "regressed"
+    assert statuses["needle-1500-end"] == "inconclusive"
+    assert statuses["prefix-cache"] == "inconclusive"
+    assert ("long_context", Severity.CRITICAL) in {
+        (f.category, f.severity) for f in result.findings
+    }
+
+
+async def test_progress_names_each_probe_and_ends_complete() -> None:
+    seen: list[tuple[int, int, str]] = []
+    pair = EndpointPair(FakeEndpoint("baseline"), FakeEndpoint("candidate"))
+    await collect(pair, CFG, plan=PLAN, progress=lambda i, n, label: seen.append((i, n, label)))
+    assert seen[0] == (0, 9, "needle-500-start")
+    assert seen[-1] == (9, 9, "")
+    assert [label for _, _, label in seen[4:9]] == [
+        "prefix-cache", "stream-text", "stream-tools", "cancel", "reasoning",
+    ]  # fmt: skip
+    assert {k.value for k in Kind} >= {"cancel", "reasoning"}
