@@ -13,6 +13,7 @@ from typing import Any
 
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
+from servegate.gates.pair import ISOLATION_REQUEST
 
 _WEATHER_TOOL = {
     "type": "function",
@@ -43,11 +44,11 @@ Prober = Callable[
 
 
 def _failed(name: str, result: Completion) -> Capability:
+    # An HTTP answer (4xx, 5xx, an error body) is the server refusing: not supported. No answer at
+    # all (refused connection, timeout) says nothing about the capability: unknown.
     assert result.error is not None
-    rejected = result.error.category in ("rejected", "error_body")
-    return Capability(
-        name, False if rejected else None, f"{result.error.category}: {result.error.message[:120]}"
-    )
+    supported = False if result.status is not None else None
+    return Capability(name, supported, f"{result.error.category}: {result.error.message[:120]}")
 
 
 def _msg(text: str) -> list[dict[str, str]]:
@@ -149,8 +150,8 @@ async def _json_mode(
     r = await ep.chat(
         body(
             {
-                "messages": _msg("Give a JSON object with key a set to 1."),
-                "max_tokens": 24,
+                "messages": _msg('Reply with the JSON object {"a": 1} and nothing else.'),
+                "max_tokens": 48,
                 "temperature": 0,
                 "response_format": {"type": "json_object"},
             }
@@ -173,7 +174,7 @@ async def _embeddings(
     if r.error is not None:
         return Capability(
             "embeddings",
-            False if r.error.category == "rejected" else None,
+            False if r.status is not None else None,
             f"{r.error.category}: {r.error.message[:120]}",
         )
     dim = len(r.vectors[0]) if r.vectors else 0
@@ -219,9 +220,13 @@ async def _seed(
         "temperature": 1.0,
         "seed": 1234,
     }
+    # Isolate both samples: a server that reuses the previous request's KV prefix computes the
+    # second one differently, which would read as an ignored seed.
+    await ep.completion(body(ISOLATION_REQUEST), deadline_s=dl)
     first = await ep.chat(body(request), deadline_s=dl)
     if first.error is not None:
         return _failed("seed", first)
+    await ep.completion(body(ISOLATION_REQUEST), deadline_s=dl)
     second = await ep.chat(body(request), deadline_s=dl)
     if second.error is not None:
         return _failed("seed", second)

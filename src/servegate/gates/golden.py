@@ -16,7 +16,7 @@ from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
 from servegate.probes import Probe, Suite, check_probe, default_suite, load_suite
-from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.stats.degeneration import degeneration_metrics, is_severe, punctuation_soup
 from servegate.verdict.model import Finding, GateResult, Severity, Status
 
 NAME = "golden"
@@ -120,9 +120,9 @@ def _probe_findings(obs: Observation, status: ProbeStatus, ev: GoldenEvidence) -
                 f"the candidate failed the request ({c.error.category}) that the baseline served",
             )
         ]
-    severe_c = is_severe(degeneration_metrics(c.text))
-    severe_b = is_severe(degeneration_metrics(b.text))
-    if severe_c and not severe_b:
+    deg_c, deg_b = degeneration_metrics(c.text), degeneration_metrics(b.text)
+    severe_c = is_severe(deg_c) or punctuation_soup(deg_c, deg_b)
+    if severe_c and not is_severe(deg_b):
         out.append(
             _finding(obs, ev, "degeneration", Severity.CRITICAL, f"degenerate output: {severe_c}")
         )
@@ -138,10 +138,15 @@ def _probe_findings(obs: Observation, status: ProbeStatus, ev: GoldenEvidence) -
         )
     if status is ProbeStatus.REGRESSED:
         failed = check_probe(obs.probe, c, b).failures
-        severity = Severity.CRITICAL if obs.probe.category == "canary" else Severity.MAJOR
-        out.append(
-            _finding(obs, ev, obs.probe.category, severity, "regressed: " + "; ".join(failed)[:300])
-        )
+        if out:  # degeneration already reported: do not count the same symptom twice
+            failed = tuple(f for f in failed if not f.startswith("no-degeneration"))
+        if failed:
+            severity = Severity.CRITICAL if obs.probe.category == "canary" else Severity.MAJOR
+            out.append(
+                _finding(
+                    obs, ev, obs.probe.category, severity, "regressed: " + "; ".join(failed)[:300]
+                )
+            )
     elif not out and b.ok and c.ok and b.text != c.text:
         out.append(
             _finding(

@@ -22,6 +22,8 @@ SEVERE_TOKEN_RUN = 8
 SEVERE_ABNORMAL_RATIO = 0.3
 SEVERE_REPEATED_NGRAM_RATIO = 0.6
 NGRAM = 3
+SOUP_SYMBOL_RATIO = 0.5
+SOUP_BASELINE_MAX = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,7 @@ class DegenerationMetrics:
     longest_token_run: int
     abnormal_char_ratio: float
     repeated_ngram_ratio: float
+    symbol_ratio: float  # share of non-space characters that are neither letters nor digits
     empty: bool
 
 
@@ -71,6 +74,8 @@ def degeneration_metrics(text: str) -> DegenerationMetrics:
     tokens = _TOKEN.findall(text)
     token_run, _ = _longest_run(tokens)
     abnormal = sum(1 for c in text if _is_abnormal(c))
+    visible = [c for c in text if not c.isspace()]
+    symbols = sum(1 for c in visible if not c.isalnum())
     return DegenerationMetrics(
         length=len(text),
         longest_char_run=char_run,
@@ -78,8 +83,22 @@ def degeneration_metrics(text: str) -> DegenerationMetrics:
         longest_token_run=token_run,
         abnormal_char_ratio=abnormal / len(text) if text else 0.0,
         repeated_ngram_ratio=_repeated_ngram_ratio(tokens, NGRAM),
+        symbol_ratio=symbols / len(visible) if visible else 0.0,
         empty=not stripped,
     )
+
+
+def punctuation_soup(candidate: DegenerationMetrics, baseline: DegenerationMetrics) -> str | None:
+    """Relative check for short outputs too brief for runs to show: mostly symbols where the
+    baseline answered in words (`,- the-----` for `OK`). JSON or code on both sides is not soup."""
+    if candidate.length < 4 or baseline.empty:
+        return None
+    if candidate.symbol_ratio >= SOUP_SYMBOL_RATIO and baseline.symbol_ratio < SOUP_BASELINE_MAX:
+        return (
+            f"{candidate.symbol_ratio:.0%} of the output is punctuation where the baseline's "
+            f"is {baseline.symbol_ratio:.0%}"
+        )
+    return None
 
 
 def is_severe(m: DegenerationMetrics) -> str | None:

@@ -1,0 +1,149 @@
+"""`servegate gate`, `probe`, `runs` and `demo` against the real reference engine on loopback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servegate.engine import RunningEngine
+
+pytestmark = pytest.mark.engine
+
+
+def servegate(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "servegate", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+def gate(
+    baseline: RunningEngine, candidate: RunningEngine, tmp_path: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    out = tmp_path / "report.json"
+    proc = servegate(
+        "gate",
+        "--baseline",
+        baseline.base_url,
+        "--candidate",
+        candidate.base_url,
+        "--category",
+        "canary",
+        "--json",
+        str(out),
+        "--db",
+        str(tmp_path / "runs.db"),
+        "--quiet",
+        *extra,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+def findings(report: dict[str, Any], gate_name: str) -> list[dict[str, Any]]:
+    [g] = [g for g in report["gates"] if g["name"] == gate_name]
+    return list(g["findings"])
+
+
+def test_benign_config_change_passes(
+    clean_engine: RunningEngine, benign_engine: RunningEngine, tmp_path: Path
+) -> None:
+    proc, report = gate(clean_engine, benign_engine, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert report["verdict"] == "pass"
+    assert report["schema_version"] == 1
+    golden = next(g for g in report["gates"] if g["name"] == "golden")
+    assert golden["metrics"]["exact_match_rate"] == 1.0
+
+
+def test_rollback_when_candidate_answers_commas_instead_of_ok(
+    clean_engine: RunningEngine, mixed_dtype_engine: RunningEngine, tmp_path: Path
+) -> None:
+    proc, report = gate(clean_engine, mixed_dtype_engine, tmp_path)
+    assert proc.returncode == 1
+    assert report["verdict"] == "fail"
+    golden = findings(report, "golden")
+    ok = [f for f in golden if f["probe"] == "canary-ok"]
+    assert ok, golden
+    assert ok[0]["category"] == "degeneration"
+    assert ",,,," in ok[0]["candidate_excerpt"]
+    assert ok[0]["curl"].startswith("curl -sS ")
+    assert {g["name"]: g["status"] for g in report["gates"]}["startup"] == "pass"
+
+
+def test_hung_candidate_becomes_a_timeout_finding_not_a_hung_gate(
+    clean_engine: RunningEngine, hang_long_engine: RunningEngine, tmp_path: Path
+) -> None:
+    proc, report = gate(clean_engine, hang_long_engine, tmp_path, "--probe-deadline-s", "5")
+    assert proc.returncode in (1, 3)
+    timeouts = [f for f in findings(report, "startup") if f["category"] == "timeout"]
+    assert len(timeouts) == 1
+    assert timeouts[0]["probe"] == "impossible-request"
+    assert timeouts[0]["severity"] == "critical"
+
+
+def test_unreachable_candidate_is_inconclusive_naming_the_side(
+    clean_engine: RunningEngine,
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = servegate(
+        "gate",
+        "--baseline",
+        clean_engine.base_url,
+        "--candidate",
+        f"http://127.0.0.1:{port}/v1",
+        "--no-store",
+        "--probe-deadline-s",
+        "5",
+    )
+    assert proc.returncode == 3
+    assert "Traceback" not in proc.stderr
+    assert "candidate" in proc.stderr
+    assert "unreachable" in proc.stderr
+
+
+def test_every_request_is_recorded_and_the_run_is_listed(
+    clean_engine: RunningEngine, benign_engine: RunningEngine, tmp_path: Path
+) -> None:
+    gate(clean_engine, benign_engine, tmp_path, "--name", "recorded")
+    proc = servegate("runs", "--db", str(tmp_path / "runs.db"), "--json")
+    assert proc.returncode == 0
+    [run] = json.loads(proc.stdout)
+    assert run["name"] == "recorded"
+    assert run["verdict"] == "pass"
+    # 5 canaries on 2 sides, plus readiness and the impossible request on each side.
+    assert run["requests"] == 5 * 2 + 2 * 2
+
+
+def test_probe_prints_the_real_capability_table(clean_engine: RunningEngine) -> None:
+    proc = servegate("probe", clean_engine.base_url, "--json")
+    assert proc.returncode == 0, proc.stderr
+    caps = json.loads(proc.stdout)["capabilities"]
+    assert caps["logprobs"]["supported"] is True
+    assert caps["logprobs"]["detail"] == "top_logprobs asked 5, got 5"
+    assert caps["prompt_logprobs"]["supported"] is True
+    assert caps["tools"]["supported"] is True
+    assert caps["version"]["supported"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_demo_passes_the_benign_change_and_catches_the_mixed_dtype_bug(tmp_path: Path) -> None:
+    proc = servegate(
+        "demo", "--out", str(tmp_path / "demo"), "--db", str(tmp_path / "d.db"), timeout_s=590
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "demo ok" in proc.stdout
+    benign = json.loads((tmp_path / "demo" / "mmap-off.json").read_text())
+    buggy = json.loads((tmp_path / "demo" / "mixed-dtype.json").read_text())
+    assert (benign["verdict"], buggy["verdict"]) == ("pass", "fail")
