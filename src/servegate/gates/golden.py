@@ -16,12 +16,16 @@ from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
 from servegate.probes import Probe, Suite, check_probe, default_suite, load_suite
+from servegate.stats import PairedCounts, mcnemar_exact, wilson_interval
 from servegate.stats.degeneration import degeneration_metrics, is_severe, punctuation_soup
 from servegate.verdict.model import Finding, GateResult, Severity, Status
 
 NAME = "golden"
 
 ProgressFn = Callable[[int, int, str], None]
+
+# Categories whose probes check machine-readable output: the "structured parse rate".
+STRUCTURED_CATEGORIES = frozenset({"json", "tools"})
 
 
 class ProbeStatus(StrEnum):
@@ -191,10 +195,11 @@ def evaluate(ev: GoldenEvidence, policy: Policy) -> GateResult:
         metrics=metrics,
         findings=tuple(findings),
         details={
+            "categories": category_rates(ev.observations),
             "probes": [
                 {"probe": o.probe.id, "category": o.probe.category, "status": str(s)}
                 for o, s in zip(ev.observations, statuses, strict=True)
-            ]
+            ],
         },
     )
 
@@ -211,6 +216,45 @@ def _canaries_hold(
         return True
     rate = sum(1 for s in relevant if s is ProbeStatus.PASS) / len(relevant)
     return rate >= policy.canary_pass_rate
+
+
+def _paired(observations: Sequence[Observation]) -> PairedCounts:
+    """Pass/fail pairs over probes whose baseline request succeeded."""
+    judged = [o for o in observations if o.baseline.ok]
+    return PairedCounts.from_outcomes(
+        [check_probe(o.probe, o.baseline, o.baseline).passed for o in judged],
+        [check_probe(o.probe, o.candidate, o.baseline).passed for o in judged],
+    )
+
+
+def _rates(counts: PairedCounts) -> dict[str, float | int | str | bool | None]:
+    """Pass rates with Wilson 95 % intervals and the exact McNemar p that the candidate is worse."""
+    base_pass = counts.both_pass + counts.regressions
+    cand_pass = counts.both_pass + counts.improvements
+    b_ci, c_ci = wilson_interval(base_pass, counts.n), wilson_interval(cand_pass, counts.n)
+    return {
+        "n": counts.n,
+        "baseline_rate": b_ci.rate,
+        "baseline_ci": f"[{b_ci.low:.2f}, {b_ci.high:.2f}]",
+        "candidate_rate": c_ci.rate,
+        "candidate_ci": f"[{c_ci.low:.2f}, {c_ci.high:.2f}]",
+        "regressions": counts.regressions,
+        "improvements": counts.improvements,
+        "mcnemar_p_candidate_worse": round(mcnemar_exact(counts).p_candidate_worse, 4),
+    }
+
+
+def category_rates(
+    observations: Sequence[Observation],
+) -> dict[str, dict[str, float | int | str | bool | None]]:
+    """Per-category paired pass rates, plus the structured (json + tools) aggregate."""
+    out = {}
+    for category in sorted({o.probe.category for o in observations}):
+        out[category] = _rates(_paired([o for o in observations if o.probe.category == category]))
+    structured = [o for o in observations if o.probe.category in STRUCTURED_CATEGORIES]
+    if structured:
+        out["structured"] = _rates(_paired(structured))
+    return out
 
 
 def _metrics(
