@@ -31,7 +31,7 @@ from servegate.gates.noise import (
     token_pair,
 )
 from servegate.gates.noise import collect as collect_noise
-from servegate.gates.pair import EndpointPair
+from servegate.gates.pair import Api, EndpointPair
 from servegate.stats.noise import drift_threshold
 from servegate.verdict.model import Finding, GateResult, MetricValue, Severity, Status
 
@@ -56,7 +56,7 @@ EMBEDDING_INPUTS = ("The quick brown fox jumps over the lazy dog.", "北京是�
 ALIGNMENT_PROMPT = "1, 2, 3, 4, 5, 6, 7,"
 ALIGNMENT_MAX_NATS = 0.1
 NEAR_TIE_NATS = 0.5  # a flip whose baseline gap is below this is a near-tie (benign)
-DLOGPROB_EPSILON_NATS = 0.05  # absolute epsilon on the mean |Δlogprob| of the common prefix
+DLOGPROB_EPSILON_NATS = 0.02  # absolute epsilon, mean |Δlogprob| on the common prefix
 CROSS_NLL_EXCESS_NATS = 1.0  # candidate text's NLL/token under the baseline minus its own text's
 COSINE_MIN = 1.0 - 1e-3
 
@@ -91,23 +91,13 @@ class NumericsEvidence:
     embeddings: tuple[Embeddings, Embeddings | None] | None = None  # candidate None: not asked
 
 
-def chat_request(prompt: str, opts: NumericsConfig) -> dict[str, Any]:
-    return {
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": opts.max_tokens,
-        "temperature": 0,
-        "logprobs": True,
-        "top_logprobs": opts.top_logprobs,
-    }
-
-
-def completion_request(prompt: str, opts: NumericsConfig) -> dict[str, Any]:
-    return {
-        "prompt": prompt,
-        "max_tokens": opts.max_tokens,
-        "temperature": 0,
-        "logprobs": opts.top_logprobs,
-    }
+def probe_request(api: Api, prompt: str, opts: NumericsConfig) -> dict[str, Any]:
+    """A greedy request for tokens with top-k logprobs, in the chat or the legacy shape."""
+    body: dict[str, Any] = {"max_tokens": opts.max_tokens, "temperature": 0}
+    if api == "chat":
+        messages = [{"role": "user", "content": prompt}]
+        return {**body, "messages": messages, "logprobs": True, "top_logprobs": opts.top_logprobs}
+    return {**body, "prompt": prompt, "logprobs": opts.top_logprobs}
 
 
 def _echo(text: str) -> dict[str, Any]:
@@ -151,15 +141,12 @@ async def plan(
     """The probe requests: chat with top_logprobs when the baseline returns them, else legacy."""
     if not opts.prompts:
         return ()
-    first = chat_request(opts.prompts[0][1], opts)
+    first = probe_request("chat", opts.prompts[0][1], opts)
     pilot = await pair.send(
         pair.baseline, "chat", first, gate=NAME, probe="pilot", deadline_s=deadline_s
     )
-    if pilot.ok and pilot.logprobs:
-        return tuple(ProbeRequest(p, "chat", chat_request(t, opts)) for p, t in opts.prompts)
-    return tuple(
-        ProbeRequest(p, "completions", completion_request(t, opts)) for p, t in opts.prompts
-    )
+    api: Api = "chat" if pilot.ok and pilot.logprobs else "completions"
+    return tuple(ProbeRequest(p, api, probe_request(api, t, opts)) for p, t in opts.prompts)
 
 
 async def collect(
@@ -424,7 +411,9 @@ def evaluate(ev: NumericsEvidence, policy: Policy) -> GateResult:
         status, summary = Status.INCONCLUSIVE, "no probe returned comparable token logprobs"
     else:
         status = Status.PASS
-        summary = f"{len(pairs)} probes within the noise ({len(gaps)} flips, all near-ties)"
+        drift = "n/a" if dlp is None else f"{dlp:.4f}"
+        summary = f"{len(pairs)} probes within the noise: {len(gaps)} near-tie flips, mean "
+        summary += f"|Δlogprob| {drift} nats"
     return GateResult(
         name=NAME, status=status, summary=summary, metrics=metrics, findings=tuple(findings)
     )
