@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit, urlunsplit
@@ -15,9 +15,10 @@ from servegate import __version__
 from servegate.config.models import GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
-from servegate.gates import golden, startup
+from servegate.gates import context, golden, numerics, startup
 from servegate.gates.pair import EndpointPair, NullRecorder, Recorder
 from servegate.store.writer import RunWriter
+from servegate.verdict.correctness import correctness_table
 from servegate.verdict.model import Fingerprint, GateResult, Report, Status
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
 
@@ -32,8 +33,6 @@ DEFINITIONS = {
     "regressed": "probes the baseline passes and the candidate fails",
     "baseline_fail": "probes the baseline itself fails (reported, not blocking)",
 }
-
-GATE_ORDER = ("startup", "golden")
 
 
 class PreflightError(Exception):
@@ -97,36 +96,61 @@ def _choose_model(cfg: GateConfig, b: Preflight, c: Preflight) -> str | None:
     return common[0] if common else None
 
 
+GateProgress = Callable[[int, int, str], None]
+GateRunner = Callable[[EndpointPair, GateConfig, GateProgress], Awaitable[GateResult]]
+
+
+async def _startup(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    return startup.evaluate(await startup.collect(pair, cfg), cfg.policy)
+
+
+async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    return numerics.evaluate(await numerics.collect(pair, cfg), cfg.policy)
+
+
+async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    return golden.evaluate(await golden.collect(pair, cfg, progress=progress), cfg.policy)
+
+
+async def _context(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    return context.evaluate(await context.collect(pair, cfg, progress=progress), cfg.policy)
+
+
+# Explicit registry, in the order the gates run: correctness before performance.
+GATES: dict[str, GateRunner] = {
+    "startup": _startup,
+    "numerics": _numerics,
+    "golden": _golden,
+    "context": _context,
+}
+GATE_ORDER = tuple(GATES)
+
+
 async def run_gates(
     pair: EndpointPair, cfg: GateConfig, progress: ProgressFn | None = None
 ) -> list[GateResult]:
     """Run the configured gates in order; a side that is not ready skips the rest."""
     results: list[GateResult] = []
     skip_reason: str | None = None
-    for name in GATE_ORDER:
+    for name, gate in GATES.items():
         if name not in cfg.gates:
             continue
         if skip_reason is not None:
             results.append(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
             continue
-        if progress is not None:
-            progress(name, 0, 1, "")
-        if name == "startup":
-            result = startup.evaluate(await startup.collect(pair, cfg), cfg.policy)
-            ready = {f.probe for f in result.findings if f.probe == "ready"}
-            if ready or result.status is Status.INCONCLUSIVE:
-                skip_reason = "skipped: a side is not ready (see startup)"
-        else:
 
-            def gate_progress(done: int, total: int, label: str, _name: str = name) -> None:
-                if progress is not None:
-                    progress(_name, done, total, label)
+        def gate_progress(done: int, total: int, label: str, _name: str = name) -> None:
+            if progress is not None:
+                progress(_name, done, total, label)
 
-            ev = await golden.collect(pair, cfg, progress=gate_progress)
-            result = golden.evaluate(ev, cfg.policy)
+        gate_progress(0, 1, "")
+        result = await gate(pair, cfg, gate_progress)
+        if name == "startup" and (
+            result.status is Status.INCONCLUSIVE or any(f.probe == "ready" for f in result.findings)
+        ):
+            skip_reason = "skipped: a side is not ready (see startup)"
         results.append(result)
-        if progress is not None:
-            progress(name, 1, 1, str(result.status))
+        gate_progress(1, 1, str(result.status))
     return results
 
 
@@ -190,6 +214,7 @@ async def run(
             baseline=Fingerprint(url=display_url(b_url), model=model, models=b_pre.models),
             candidate=Fingerprint(url=display_url(c_url), model=model, models=c_pre.models),
             gates=tuple(results),
+            correctness=correctness_table(results, cfg.policy),
             definitions=DEFINITIONS,
         )
         if writer is not None:

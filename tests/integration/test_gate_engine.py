@@ -35,6 +35,8 @@ def gate(
         baseline.base_url,
         "--candidate",
         candidate.base_url,
+        "--gates",
+        "startup,golden",
         "--category",
         "canary",
         "--json",

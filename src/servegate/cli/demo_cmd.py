@@ -21,7 +21,7 @@ from servegate.cli.console import fail, gate_progress, stderr, stdout
 from servegate.config.models import EndpointConfig, GateConfig
 from servegate.reports.json_report import write_json
 from servegate.reports.terminal import STATUS_STYLE, print_report
-from servegate.runner import PreflightError, run
+from servegate.runner import GATE_ORDER, PreflightError, run
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.model import Report, Status
 
@@ -85,7 +85,10 @@ def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
         (BENIGN_VARIANT, "benign config change"),
         ("mixed-dtype", "attn_norm F32 weights read as bf16 (fused-kernel bug)"),
     ]
+    # The quick demo runs the gates that catch this bug class in well under three minutes on two
+    # cores; --full adds the long-context gate and the whole golden suite.
     categories = None if full else ("canary", "degeneration")
+    gates = GATE_ORDER if full else ("startup", "numerics", "golden")
     results: list[tuple[str, str, Report]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -103,6 +106,7 @@ def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
                     baseline=EndpointConfig(url=engines["clean"].base_url),
                     candidate=EndpointConfig(url=engines[variant].base_url),
                     categories=categories,
+                    gates=gates,
                 )
                 with gate_progress(not quiet, label=f"{variant}: ") as progress:
                     report = asyncio.run(

@@ -50,7 +50,7 @@ class GateConfig(_Frozen):
     baseline: EndpointConfig
     candidate: EndpointConfig
     model: str | None = None
-    gates: tuple[str, ...] = ("startup", "golden")
+    gates: tuple[str, ...] = ("startup", "numerics", "golden", "context")
     suite: Path | None = None
     categories: tuple[str, ...] | None = None
     request_deadline_s: PositiveSeconds = 60.0

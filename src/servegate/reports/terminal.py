@@ -33,13 +33,26 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
         f"baseline  {report.baseline.url}\ncandidate {report.candidate.url}\n"
         f"model {report.baseline.model or '-'}   run {report.run_id}   {report.duration_s:.1f} s"
     )
-    gates = Table(title="Correctness", title_justify="left", show_lines=False)
+    gates = Table(title="Gates", title_justify="left", show_lines=False)
     gates.add_column("gate")
     gates.add_column("status")
     gates.add_column("summary", overflow="fold")
     for g in report.gates:
         gates.add_row(g.name, Text(str(g.status), STATUS_STYLE[g.status]), _plain(g.summary))
     parts: list[Table | Text] = [header, gates]
+    if report.correctness:
+        table = Table(title="Correctness Report", title_justify="left")
+        for col in ("metric", "baseline", "candidate", "threshold", "status"):
+            table.add_column(col, overflow="fold")
+        for row in report.correctness:
+            table.add_row(
+                row.metric,
+                _plain(row.baseline),
+                _plain(row.candidate),
+                _plain(row.threshold),
+                Text(str(row.status), STATUS_STYLE[row.status]),
+            )
+        parts.append(table)
     findings = [
         f for g in report.gates for f in g.findings if show_info or f.severity is not Severity.INFO
     ]

@@ -59,6 +59,17 @@ class GateResult(_Frozen):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+class CorrectnessRow(_Frozen):
+    """One line of the Correctness Report: baseline, candidate, threshold, status."""
+
+    metric: str
+    gate: str
+    baseline: str
+    candidate: str
+    threshold: str
+    status: Status
+
+
 class Fingerprint(_Frozen):
     """What was compared: URL without secrets, model, server version, declared matrix fields."""
 
@@ -90,4 +101,5 @@ class Report(_Frozen):
     baseline: Fingerprint
     candidate: Fingerprint
     gates: tuple[GateResult, ...]
+    correctness: tuple[CorrectnessRow, ...] = ()
     definitions: dict[str, str] = Field(default_factory=dict)
