@@ -6,10 +6,19 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from servegate.config.models import EndpointConfig, GateConfig, Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing, ToolCall
-from servegate.gates.context import ContextPlan, Kind, collect, evaluate
+from servegate.gates.context import (
+    LONG_STREAM_REQUEST,
+    ContextPlan,
+    Kind,
+    collect,
+    evaluate,
+    full_grid,
+)
 from servegate.gates.golden import ProbeStatus
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import Severity, Status
@@ -20,13 +29,14 @@ CFG = GateConfig(
     request_deadline_s=60.0,
     probe_deadline_s=15.0,
 )
-PLAN = ContextPlan(lengths=(500, 1500), positions=("start", "end"), cache_prefix_tokens=600)
+PLAN = ContextPlan(needles=full_grid((500, 1500), ("start", "end")), cache_needle=(1500, "end"))
+LONG_PROMPT = LONG_STREAM_REQUEST["messages"][0]["content"]
 CODE = re.compile(r"The secret code for (\w+) is (\d+)\.")
 
 
 class FakeEndpoint:
     """A deterministic server: recalls every needle, calls the forced tool, serves the cache
-    hit fast, and streams the counting request for 5 s (so a shorter deadline cuts it)."""
+    hit fast, and streams the long story for 5 s (so a shorter deadline cuts it)."""
 
     def __init__(self, name: str, hang_over_chars: int | None = None) -> None:
         self._name = name
@@ -59,12 +69,14 @@ class FakeEndpoint:
         if "tools" in body:
             call = ToolCall(0, "call-1", "get_weather", '{"city": "Paris", "unit": "C"}')
             return Completion(status=200, tool_calls=(call,), finish_reason="tool_calls")
-        if prompt.startswith("Count from 1"):
+        if prompt == LONG_PROMPT:
             if deadline_s is not None and deadline_s < 5:
                 timing = Timing(sent_ns=1, token_chunk_ns=(2, 3, 4))
                 error = RequestError(ErrorCategory.TIMEOUT, "request deadline passed mid-body")
-                return Completion(status=200, content="1, 2, 3", error=error, timing=timing)
-            return Completion(status=200, content="1, 2, 3", finish_reason="length")
+                return Completion(
+                    status=200, content="Once upon a time", error=error, timing=timing
+                )
+            return Completion(status=200, content="Once upon a time", finish_reason="length")
         found = CODE.search(prompt)
         answer = found.group(2) if found else "Paris"
         ttft_ns = 40_000_000 if repeated else 900_000_000
@@ -113,12 +125,12 @@ async def test_every_request_is_isolated_except_the_prefix_cache_hit() -> None:
     assert "Answer with the number only." in unisolated[0]
 
 
-async def test_the_stream_is_cut_at_the_cancel_deadline_on_both_sides() -> None:
+async def test_the_stream_is_cut_after_a_short_answers_latency_plus_the_cancel_delay() -> None:
     baseline, candidate = FakeEndpoint("baseline"), FakeEndpoint("candidate")
     await collect(EndpointPair(baseline, candidate), CFG, plan=PLAN)
     for side in (baseline, candidate):
-        cuts = [dl for entry, dl in side.log if entry.startswith("stream:Count")]
-        assert cuts == [PLAN.cancel_after_s]
+        cuts = [dl for entry, dl in side.log if entry == f"stream:{LONG_PROMPT}"]
+        assert cuts == [pytest.approx(0.9 + PLAN.cancel_after_s)]  # the fake answers in 0.9 s
 
 
 async def test_a_candidate_hanging_on_long_prompts_is_not_sent_longer_ones_and_fails_fast() -> None:
@@ -142,9 +154,9 @@ async def test_progress_names_each_probe_and_ends_complete() -> None:
     seen: list[tuple[int, int, str]] = []
     pair = EndpointPair(FakeEndpoint("baseline"), FakeEndpoint("candidate"))
     await collect(pair, CFG, plan=PLAN, progress=lambda i, n, label: seen.append((i, n, label)))
-    assert seen[0] == (0, 9, "needle-500-start")
-    assert seen[-1] == (9, 9, "")
-    assert [label for _, _, label in seen[4:9]] == [
+    assert seen[0] == (0, 8, "needle-500-start")
+    assert seen[-1] == (8, 8, "")
+    assert [label for _, _, label in seen[3:8]] == [
         "prefix-cache", "stream-text", "stream-tools", "cancel", "reasoning",
     ]  # fmt: skip
     assert {k.value for k in Kind} >= {"cancel", "reasoning"}

@@ -13,6 +13,7 @@ from servegate.gates.context import (
     Kind,
     Observation,
     evaluate,
+    full_grid,
     judge,
     steps,
 )
@@ -190,6 +191,15 @@ def test_invalid_tool_args_block_even_when_the_baseline_streams_a_different_call
     assert judge(obs(Kind.STREAM_TOOLS, b, c), PLAN)[0] is ProbeStatus.REGRESSED
 
 
+def test_the_same_invalid_arguments_on_both_sides_are_reported_as_info_not_blocking() -> None:
+    broken = call('{"city": ",,\n"}')
+    o = obs(Kind.STREAM_TOOLS, [broken, broken], [broken, broken])
+    assert judge(o, PLAN)[0] is ProbeStatus.PASS
+    status, findings, _ = run(o)
+    assert status is Status.PASS
+    assert findings == [("invalid_tool_args", Severity.INFO)]
+
+
 def test_streamed_calls_equal_the_plain_calls_when_only_whitespace_differs() -> None:
     o = obs(
         Kind.STREAM_TOOLS,
@@ -234,6 +244,14 @@ def test_a_stream_that_ends_before_the_cut_leaves_cancellation_inconclusive() ->
     assert judge(o, PLAN)[0] is ProbeStatus.INCONCLUSIVE
 
 
+def test_a_cut_before_the_first_token_is_not_mid_stream_and_stays_inconclusive() -> None:
+    early = failed(ErrorCategory.TIMEOUT, chunks=0)
+    o = obs(Kind.CANCEL, [PARIS, CUT, PARIS], [PARIS, early, PARIS])
+    status, _, c = judge(o, PLAN)
+    assert status is ProbeStatus.INCONCLUSIVE
+    assert "before its first token" in c.why
+
+
 def test_cancellation_that_leaves_the_server_serving_passes_with_the_chunk_count() -> None:
     o = obs(Kind.CANCEL, [PARIS, CUT, PARIS], [PARIS, CUT, PARIS])
     status, b, _ = judge(o, PLAN)
@@ -276,10 +294,19 @@ def test_zero_probes_are_inconclusive_never_pass() -> None:
     assert findings == []
 
 
-def test_the_default_plan_sends_nine_needles_and_one_probe_of_each_other_kind() -> None:
+def test_the_default_plan_covers_each_position_each_length_and_every_other_kind() -> None:
+    needles = [s.needle for s in steps(PLAN) if s.needle]  # the prefix-cache probe's included
+    assert {n.position for n in needles} == {"start", "middle", "end"}
+    assert {n.target_tokens for n in needles} == {500, 1500, 3000}
     kinds = [s.kind for s in steps(PLAN)]
-    assert kinds.count(Kind.NEEDLE) == 9
     assert {k: kinds.count(k) for k in Kind if k is not Kind.NEEDLE} == dict.fromkeys(
         [k for k in Kind if k is not Kind.NEEDLE], 1
     )
     assert max(s.needle.estimated_tokens for s in steps(PLAN) if s.needle) < 4096
+
+
+def test_the_full_grid_has_every_length_at_every_position() -> None:
+    grid = full_grid()
+    assert len(grid) == 9
+    assert grid[4] == (1500, "middle")
+    assert len(steps(ContextPlan(needles=grid))) == 13  # the cache probe doubles as one needle

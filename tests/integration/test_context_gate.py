@@ -1,0 +1,67 @@
+"""The context gate against the real reference engine on loopback: clean against clean passes."""
+
+from collections.abc import Iterator
+
+import pytest
+
+from servegate.config.models import EndpointConfig, GateConfig, Policy
+from servegate.endpoints.http import OpenAIEndpoint
+from servegate.gates.context import ContextPlan, collect, evaluate
+from servegate.gates.pair import EndpointPair
+from servegate.verdict.model import GateResult, Status
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
+
+# Short on purpose: prompt processing dominates on a 2-core CPU, so one short and one medium
+# needle and a medium cached prefix exercise every path in about a minute per side.
+PLAN = ContextPlan(needles=((300, "start"), (900, "end")), cache_needle=(900, "end"))
+
+
+@pytest.fixture(scope="module")
+def clean_pair_result() -> Iterator[GateResult]:
+    pytest.importorskip("llama_cpp")
+    from servegate.engine.launch import start_engine
+
+    with start_engine("clean") as baseline, start_engine("clean") as candidate:
+        cfg = GateConfig(
+            baseline=EndpointConfig(url=baseline.base_url),
+            candidate=EndpointConfig(url=candidate.base_url),
+            model=baseline.model,
+            request_deadline_s=180.0,
+        )
+
+        async def run() -> GateResult:
+            b = OpenAIEndpoint("baseline", baseline.base_url)
+            c = OpenAIEndpoint("candidate", candidate.base_url)
+            try:
+                ev = await collect(EndpointPair(b, c, model=baseline.model), cfg, plan=PLAN)
+            finally:
+                await b.aclose()
+                await c.aclose()
+            return evaluate(ev, Policy())
+
+        import asyncio
+
+        yield asyncio.run(run())
+
+
+def test_clean_against_clean_passes_with_no_blocking_finding(clean_pair_result: GateResult) -> None:
+    assert clean_pair_result.status is Status.PASS, clean_pair_result.findings
+    assert not [f for f in clean_pair_result.findings if f.blocking]
+
+
+def test_clean_engines_agree_on_every_needle(clean_pair_result: GateResult) -> None:
+    m = clean_pair_result.metrics
+    assert m["needles"] == 2
+    assert m["needles_found_baseline"] == m["needles_found_candidate"]
+    assert isinstance(m["needle_prompt_tokens_max"], int)
+    assert m["needle_prompt_tokens_max"] > 700
+
+
+def test_streamed_and_plain_text_agree_and_the_cut_stream_leaves_the_engine_serving(
+    clean_pair_result: GateResult,
+) -> None:
+    statuses = {row["probe"]: row["status"] for row in clean_pair_result.details["probes"]}
+    assert statuses["stream-text"] == "pass"
+    assert statuses["cancel"] == "pass"
+    assert statuses["reasoning"] == "pass"
