@@ -55,3 +55,49 @@ def benign_engine() -> Iterator[RunningEngine]:
 
     with _engine_or_skip(BENIGN_VARIANT) as engine:
         yield engine
+
+
+# The fault layer in front of the clean model, one engine per fault, each for one test module.
+SLOW_DELAY_MS = 300
+
+
+@pytest.fixture(scope="module")
+def stream_tool_args_engine() -> Iterator[RunningEngine]:
+    """Streamed tool-call arguments miss their second fragment."""
+    with _engine_or_skip("clean", "stream-tool-args") as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def reasoning_leak_engine() -> Iterator[RunningEngine]:
+    """Chat content starts with <think>…</think> reasoning."""
+    with _engine_or_skip("clean", "reasoning-leak") as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def template_drift_engine() -> Iterator[RunningEngine]:
+    """Chats reach the model with SmolLM2's default system prompt added."""
+    with _engine_or_skip("clean", "template-drift") as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def json_truncated_engine() -> Iterator[RunningEngine]:
+    """JSON-mode answers lose their last 30 % (and the closing brace)."""
+    with _engine_or_skip("clean", "json-truncated") as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def eos_ignored_engine() -> Iterator[RunningEngine]:
+    """Generation runs past EOS to max_tokens."""
+    with _engine_or_skip("clean", "eos-ignored") as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def slow_engine() -> Iterator[RunningEngine]:
+    """SLOW_DELAY_MS before every request and between streamed events."""
+    with _engine_or_skip("clean", "slow", delay_ms=SLOW_DELAY_MS) as engine:
+        yield engine

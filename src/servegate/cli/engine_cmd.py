@@ -6,6 +6,7 @@ import signal
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -45,6 +46,40 @@ def engine() -> None:
     show_default=True,
     help="hang-long: prompts longer than this many characters never get an answer.",
 )
+@click.option(
+    "--delay-ms",
+    type=click.IntRange(0),
+    default=None,
+    help="slow: milliseconds added before each request and between streamed events [200].",
+)
+@click.option(
+    "--drop-fragment",
+    type=click.IntRange(1),
+    default=None,
+    help="stream-tool-args: which streamed arguments fragment (1-based) goes missing [2].",
+)
+@click.option(
+    "--reasoning-text",
+    default=None,
+    help="reasoning-leak: text put before chat answers [<think>…</think> and a newline].",
+)
+@click.option(
+    "--system-text",
+    default=None,
+    help="template-drift: text added to the system prompt [SmolLM2's default system prompt].",
+)
+@click.option(
+    "--truncate-fraction",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    help="json-truncated: share of a JSON answer cut off its end [0.3].",
+)
+@click.option(
+    "--runaway-max-tokens",
+    type=click.IntRange(1),
+    default=None,
+    help="eos-ignored: the length limit for requests that set no max_tokens [256].",
+)
 def serve(
     variant: str,
     fault: str | None,
@@ -52,10 +87,14 @@ def serve(
     cache_dir: Path | None,
     log_path: Path | None,
     threshold_chars: int,
+    **fault_options: int | float | str | None,
 ) -> None:
     """Serve VARIANT on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM."""
     from servegate.engine import EngineError, FaultOptions, start_engine
 
+    # Options left unset keep FaultOptions' own defaults.
+    given: dict[str, Any] = {k: v for k, v in fault_options.items() if v is not None}
+    options = FaultOptions(threshold_chars=threshold_chars, **given)
     try:
         running = start_engine(
             variant,
@@ -63,7 +102,7 @@ def serve(
             fault=fault,
             cache_dir=cache_dir,
             log_path=log_path,
-            fault_options=FaultOptions(threshold_chars=threshold_chars),
+            fault_options=options,
         )
     except EngineError as exc:
         fail(str(exc), exc.exit_code)

@@ -1,9 +1,11 @@
-"""A thin reverse proxy in front of the real llama server that injects one named fault.
+"""The fault layer: named faults, each the emulation of a real engine bug class, and its proxy.
 
-Each fault is a factory whose arguments are its config (`hang_long(threshold_chars=2000)`) and
-which returns a `Fault`: an async callable that either answers a request itself (the fault) or
-returns None to let it through unchanged. Pass-through copies status, headers and body bytes as
-they arrive, so SSE streams keep their chunking.
+Each fault is a factory whose arguments are its config (`hang_long(options)`) and which returns a
+`Fault`: an async callable that sees each request first and either answers it itself (hang-long),
+returns a `Relay` saying what to rewrite on the way through (the request body, the JSON answer,
+the SSE events, added latency), or returns None to let it through byte for byte. Everything a
+fault does not target passes unchanged. The rewrites themselves are pure functions in
+`fault_rewrites`; the relaying is in `fault_proxy`.
 
 Run as `python -m servegate.engine.faults FAULT --port P --upstream http://127.0.0.1:Q`.
 """
@@ -13,25 +15,49 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
-from aiohttp import ClientSession, ClientTimeout, web
+from aiohttp import web
 
-Fault = Callable[[web.Request, bytes], Awaitable[web.StreamResponse | None]]
+from servegate.engine.fault_proxy import Fault, Payload, Relay, proxy_app
+from servegate.engine.fault_rewrites import (
+    DEFAULT_REASONING_TEXT,
+    DEFAULT_SYSTEM_TEXT,
+    JSON_FORMATS,
+    drift_template,
+    drop_tool_fragment_events,
+    has_tools,
+    ignore_eos,
+    leak_reasoning,
+    leak_reasoning_events,
+    response_format_type,
+    truncate_json,
+    truncate_json_events,
+)
 
-# Connection-level headers are per hop (RFC 9110 §7.6.1); the rest pass through untouched.
-_HOP_HEADERS = frozenset(
-    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
-     "trailer", "trailers", "transfer-encoding", "upgrade", "host"}
-)  # fmt: skip
+__all__ = ["FAULTS", "Fault", "FaultOptions", "FaultSpec", "Relay", "prompt_chars", "proxy_app"]
 
 
 @dataclass(frozen=True)
 class FaultOptions:
     """Knobs shared by the fault factories; each factory reads the ones it needs."""
 
-    threshold_chars: int = 2000
+    threshold_chars: int = 2000  # hang-long: longer prompts never get an answer
+    delay_ms: int = 200  # slow: before forwarding and between streamed events
+    drop_fragment: int = 2  # stream-tool-args: which arguments fragment (1-based) goes missing
+    reasoning_text: str = DEFAULT_REASONING_TEXT  # reasoning-leak: put before the answer
+    system_text: str = DEFAULT_SYSTEM_TEXT  # template-drift: added to the system prompt
+    truncate_fraction: float = 0.3  # json-truncated: share of the content cut off the end
+    runaway_max_tokens: int = 256  # eos-ignored: the length limit when a request sets none
+
+    def __post_init__(self) -> None:
+        if self.threshold_chars < 0 or self.delay_ms < 0:
+            raise ValueError("threshold_chars and delay_ms must not be negative")
+        if self.drop_fragment < 1 or self.runaway_max_tokens < 1:
+            raise ValueError("drop_fragment and runaway_max_tokens must be at least 1")
+        if not 0 < self.truncate_fraction <= 1:
+            raise ValueError("truncate_fraction must be in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -40,6 +66,15 @@ class FaultSpec:
 
     description: str
     build: Callable[[FaultOptions], Fault]
+
+
+def options_argv(options: FaultOptions) -> list[str]:
+    """Command-line flags of the proxy process that rebuild `options`."""
+    return [
+        arg
+        for field in fields(options)
+        for arg in (f"--{field.name.replace('_', '-')}", str(getattr(options, field.name)))
+    ]
 
 
 def prompt_chars(payload: object) -> int:
@@ -87,62 +122,126 @@ def hang_long(options: FaultOptions) -> Fault:
     return fault
 
 
-# Explicit registry. Planned next, each a factory of the same shape: slow (added latency per
-# token), stream-tool-args (streamed tool-call deltas that do not join into valid JSON),
-# reasoning-leak, template-drift (changed prompt_tokens), json-truncated, eos-ignored.
+def _request_payload(request: web.Request, body: bytes, *paths: str) -> Payload | None:
+    """The JSON object body of a POST to one of `paths` (e.g. "/chat/completions"), else None."""
+    route = request.path.rstrip("/")
+    if request.method != "POST" or not any(route.endswith(path) for path in paths):
+        return None
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def slow(options: FaultOptions) -> Fault:
+    """Every request waits `delay_ms` before it is forwarded, and again between SSE events."""
+    delay_s = options.delay_ms / 1000
+
+    async def fault(request: web.Request, body: bytes) -> Relay:
+        return Relay(body, delay_s=delay_s, event_delay_s=delay_s)
+
+    return fault
+
+
+def stream_tool_args(options: FaultOptions) -> Fault:
+    """Streamed tool-call arguments lose one fragment, as vLLM's streaming tool parsers have."""
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        payload = _request_payload(request, body, "/chat/completions")
+        if payload is None or not payload.get("stream") or not has_tools(payload):
+            return None
+        return Relay(body, events=lambda: drop_tool_fragment_events(options.drop_fragment))
+
+    return fault
+
+
+def reasoning_leak(options: FaultOptions) -> Fault:
+    """Chat content starts with reasoning the engine should have split off (`<think>…</think>`)."""
+    text = options.reasoning_text
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        if _request_payload(request, body, "/chat/completions") is None:
+            return None
+        return Relay(
+            body,
+            answer=lambda payload: leak_reasoning(payload, text),
+            events=lambda: leak_reasoning_events(text),
+        )
+
+    return fault
+
+
+def template_drift(options: FaultOptions) -> Fault:
+    """The chat template changed: chats reach the engine with a different system prompt."""
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        payload = _request_payload(request, body, "/chat/completions")
+        drifted = drift_template(payload, options.system_text) if payload is not None else None
+        return None if drifted is None else Relay(json.dumps(drifted).encode())
+
+    return fault
+
+
+def json_truncated(options: FaultOptions) -> Fault:
+    """JSON-mode answers are cut short (the closing brace at least); finish_reason unchanged."""
+    fraction = options.truncate_fraction
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        payload = _request_payload(request, body, "/chat/completions")
+        if payload is None or response_format_type(payload) not in JSON_FORMATS:
+            return None
+        return Relay(
+            body,
+            answer=lambda answer: truncate_json(answer, fraction),
+            events=lambda: truncate_json_events(fraction),
+        )
+
+    return fault
+
+
+def eos_ignored(options: FaultOptions) -> Fault:
+    """The engine generates past EOS until max_tokens: finish_reason `length`, not `stop`."""
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        payload = _request_payload(request, body, "/chat/completions", "/completions")
+        rewritten = ignore_eos(payload, options.runaway_max_tokens) if payload else None
+        return None if rewritten is None else Relay(json.dumps(rewritten).encode())
+
+    return fault
+
+
+# Explicit registry, in the order `servegate engine variants` lists them.
 FAULTS: dict[str, FaultSpec] = {
     "hang-long": FaultSpec(
         "prompts over a size threshold never get response headers; /health and short prompts work",
         hang_long,
     ),
+    "stream-tool-args": FaultSpec(
+        "streamed tool-call arguments miss one fragment; non-streamed calls are intact",
+        stream_tool_args,
+    ),
+    "reasoning-leak": FaultSpec(
+        "chat content starts with <think>…</think> reasoning that should have been split off",
+        reasoning_leak,
+    ),
+    "template-drift": FaultSpec(
+        "a changed chat template adds to the system prompt: more prompt_tokens, other answers",
+        template_drift,
+    ),
+    "json-truncated": FaultSpec(
+        "JSON-mode (response_format) answers are cut before their closing brace",
+        json_truncated,
+    ),
+    "eos-ignored": FaultSpec(
+        "generation runs past EOS to max_tokens: finish_reason length where it was stop",
+        eos_ignored,
+    ),
+    "slow": FaultSpec(
+        "adds delay_ms before every request and between streamed events",
+        slow,
+    ),
 }
-
-
-async def forward(
-    request: web.Request, body: bytes, session: ClientSession, upstream: str
-) -> web.StreamResponse:
-    """Relay the request to `upstream` and stream the answer back chunk by chunk."""
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-    async with session.request(
-        request.method,
-        upstream + request.rel_url.path_qs,
-        headers=headers,
-        data=body if body else None,
-        allow_redirects=False,
-    ) as answer:
-        response = web.StreamResponse(status=answer.status, reason=answer.reason)
-        for key, value in answer.headers.items():
-            if key.lower() not in _HOP_HEADERS:
-                response.headers.add(key, value)
-        await response.prepare(request)
-        async for chunk in answer.content.iter_any():
-            await response.write(chunk)
-        await response.write_eof()
-        return response
-
-
-def proxy_app(fault: Fault, upstream: str) -> web.Application:
-    """An aiohttp app that applies `fault` and forwards everything it lets through."""
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    session_key = web.AppKey("session", ClientSession)
-
-    async def session_context(app: web.Application):  # type: ignore[no-untyped-def]
-        # No total timeout: a slow generation is the engine's business, not the proxy's.
-        timeout = ClientTimeout(total=None, sock_connect=10)
-        async with ClientSession(timeout=timeout, auto_decompress=False) as session:
-            app[session_key] = session
-            yield
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        answered = await fault(request, body)
-        if answered is not None:
-            return answered
-        return await forward(request, body, request.app[session_key], upstream)
-
-    app.cleanup_ctx.append(session_context)
-    app.router.add_route("*", "/{tail:.*}", handle)
-    return app
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,9 +250,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("fault", choices=sorted(FAULTS))
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="e.g. http://127.0.0.1:8001")
-    parser.add_argument("--threshold-chars", type=int, default=FaultOptions.threshold_chars)
+    for field in fields(FaultOptions):
+        default = field.default
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}", type=type(default), default=default
+        )
     args = parser.parse_args(argv)
-    fault = FAULTS[args.fault].build(FaultOptions(threshold_chars=args.threshold_chars))
+    options = FaultOptions(
+        **{field.name: getattr(args, field.name) for field in fields(FaultOptions)}
+    )
+    fault = FAULTS[args.fault].build(options)
     print(f"fault proxy {args.fault}: 127.0.0.1:{args.port} -> {args.upstream}", flush=True)
     # A short shutdown grace: held (hanging) requests must not delay SIGTERM by a minute.
     web.run_app(

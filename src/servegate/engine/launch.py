@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servegate.engine.errors import EngineStartError, UnknownNameError
-from servegate.engine.faults import FAULTS, FaultOptions
+from servegate.engine.faults import FAULTS, FaultOptions, options_argv
 from servegate.engine.model import shipped_model_path
 from servegate.engine.variants import VARIANTS, variant_gguf
 
@@ -193,7 +193,7 @@ def start_engine(
         proxy_argv = [
             *(sys.executable, "-m", "servegate.engine.faults", fault),
             *("--port", str(public_port), "--upstream", upstream),
-            *_fault_argv(fault_options or FaultOptions()),
+            *options_argv(fault_options or FaultOptions()),
         ]
         processes.append(_spawn(proxy_argv, log_path))
     engine = RunningEngine(
@@ -206,10 +206,6 @@ def start_engine(
         raise
     engine.startup_s = time.perf_counter() - began
     return engine
-
-
-def _fault_argv(options: FaultOptions) -> list[str]:
-    return ["--threshold-chars", str(options.threshold_chars)]
 
 
 def _wait_ready(engine: RunningEngine, deadline: float) -> None:

@@ -1,0 +1,256 @@
+"""What each fault changes, as pure functions on plain JSON payloads (requests, answers, events).
+
+Each function returns a new payload (inputs are never mutated) or None when the payload is not
+one the fault touches, so the proxy sends the original bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from servegate.engine.fault_proxy import EventRewrite, Payload
+
+# SmolLM2's own newer chat template adds this system prompt when a chat has none: the drift a
+# template change between engine versions brings in.
+DEFAULT_SYSTEM_TEXT = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+DEFAULT_REASONING_TEXT = "<think>Let me think about this step by step.</think>\n"
+# Longer argument fragments are re-chunked into pieces of half this size before one is dropped, as
+# an engine that streams token by token would have sent them.
+RECHUNK_CHARS = 16
+JSON_FORMATS = frozenset({"json_object", "json_schema"})
+
+
+def _choices(payload: Payload) -> list[dict[str, Any]]:
+    choices = payload.get("choices")
+    return [c for c in choices if isinstance(c, dict)] if isinstance(choices, list) else []
+
+
+def _delta(choice: dict[str, Any]) -> dict[str, Any]:
+    delta = choice.get("delta")
+    return delta if isinstance(delta, dict) else {}
+
+
+def _message(choice: dict[str, Any]) -> dict[str, Any]:
+    message = choice.get("message")
+    return message if isinstance(message, dict) else {}
+
+
+def has_tools(payload: Payload) -> bool:
+    """True when a chat request offers tools or legacy functions."""
+    return bool(payload.get("tools") or payload.get("functions"))
+
+
+def response_format_type(payload: Payload) -> str | None:
+    """The request's `response_format.type`, if it names one."""
+    response_format = payload.get("response_format")
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+# --- template-drift --------------------------------------------------------------------------
+
+
+def drift_template(payload: Payload, system_text: str) -> Payload | None:
+    """The chat with `system_text` added: appended to its system message, else as a new one."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list):
+        return None
+    drifted = copy.deepcopy(payload)
+    first = drifted["messages"][0] if messages else None
+    if isinstance(first, dict) and first.get("role") == "system":
+        content = first.get("content")
+        if isinstance(content, list):
+            first["content"] = [*content, {"type": "text", "text": "\n" + system_text}]
+        else:
+            first["content"] = f"{content or ''}\n{system_text}"
+    else:
+        drifted["messages"] = [{"role": "system", "content": system_text}, *messages]
+    return drifted
+
+
+# --- eos-ignored -----------------------------------------------------------------------------
+
+
+def ignore_eos(payload: Payload, runaway_max_tokens: int) -> Payload | None:
+    """The request with EOS banned until `max_tokens` (`runaway_max_tokens` when it sets none)."""
+    # Tool calls and JSON grammars end by the engine's own parsers, not by EOS alone.
+    if has_tools(payload) or response_format_type(payload) not in (None, "text"):
+        return None
+    if "messages" not in payload and "prompt" not in payload:
+        return None
+    max_tokens = payload.get("max_tokens")
+    if not isinstance(max_tokens, int) or max_tokens <= 0:
+        max_tokens = runaway_max_tokens
+    # llama-cpp-python's chat handlers drop `logit_bias`; its `min_tokens` masks the EOS logit
+    # until that many tokens are out, on chat and completion requests alike.
+    return {**payload, "max_tokens": max_tokens, "min_tokens": max_tokens}
+
+
+# --- reasoning-leak --------------------------------------------------------------------------
+
+
+def leak_reasoning(payload: Payload, text: str) -> Payload | None:
+    """A chat answer whose content starts with reasoning that should have been split off."""
+    if not any(isinstance(_message(c).get("content"), str) for c in _choices(payload)):
+        return None
+    leaked = copy.deepcopy(payload)
+    for choice in _choices(leaked):
+        message = _message(choice)
+        if isinstance(message.get("content"), str):
+            message["content"] = text + message["content"]
+    return leaked
+
+
+def leak_reasoning_events(text: str) -> EventRewrite:
+    """A stream rewriter putting `text` in front of each choice's first content delta."""
+    started: set[int] = set()
+
+    def rewrite(payload: Payload) -> list[Payload] | None:
+        firsts = [
+            c.get("index", 0)
+            for c in _choices(payload)
+            if isinstance(_delta(c).get("content"), str) and c.get("index", 0) not in started
+        ]
+        if not firsts:
+            return None
+        leaked = copy.deepcopy(payload)
+        for choice in _choices(leaked):
+            if choice.get("index", 0) in firsts:
+                delta = _delta(choice)
+                delta["content"] = text + delta["content"]
+                started.add(choice.get("index", 0))
+        return [leaked]
+
+    return rewrite
+
+
+# --- json-truncated --------------------------------------------------------------------------
+
+
+def truncated_length(text: str, fraction: float) -> int:
+    """Characters kept: `fraction` of them dropped, and always the last non-blank one."""
+    return max(0, min(math.floor(len(text) * (1 - fraction)), len(text.rstrip()) - 1))
+
+
+def truncate_json(payload: Payload, fraction: float) -> Payload | None:
+    """A JSON-mode chat answer with its content cut short; finish_reason as the engine said."""
+    if not any(isinstance(_message(c).get("content"), str) for c in _choices(payload)):
+        return None
+    cut = copy.deepcopy(payload)
+    for choice in _choices(cut):
+        message = _message(choice)
+        content = message.get("content")
+        if isinstance(content, str):
+            message["content"] = content[: truncated_length(content, fraction)]
+    return cut
+
+
+def truncate_json_events(fraction: float) -> EventRewrite:
+    """A stream rewriter that holds back content so the joined deltas end up cut short."""
+    # truncated_length grows with the prefix seen so far and never exceeds its value for the whole
+    # text, so releasing truncated_length(received) after every delta streams the cut answer
+    # progressively without knowing where the answer will end.
+    received: dict[int, str] = {}
+    released: dict[int, int] = {}
+
+    def rewrite(payload: Payload) -> list[Payload] | None:
+        if not any(isinstance(_delta(c).get("content"), str) for c in _choices(payload)):
+            return None
+        cut = copy.deepcopy(payload)
+        for choice in _choices(cut):
+            delta = _delta(choice)
+            if not isinstance(delta.get("content"), str):
+                continue
+            index = choice.get("index", 0)
+            text = received.get(index, "") + delta["content"]
+            upto = max(released.get(index, 0), truncated_length(text, fraction))
+            delta["content"] = text[released.get(index, 0) : upto]
+            received[index], released[index] = text, upto
+        return [cut]
+
+    return rewrite
+
+
+# --- stream-tool-args ------------------------------------------------------------------------
+
+
+def _single_long_fragment(payload: Payload) -> str | None:
+    choices = _choices(payload)
+    if len(choices) != 1:
+        return None
+    calls = _delta(choices[0]).get("tool_calls")
+    if not isinstance(calls, list) or len(calls) != 1 or not isinstance(calls[0], dict):
+        return None
+    function = calls[0].get("function")
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    return arguments if isinstance(arguments, str) and len(arguments) > RECHUNK_CHARS else None
+
+
+def rechunk_tool_arguments(payload: Payload) -> list[Payload]:
+    """One event per short piece of a long streamed arguments fragment, as token streams send."""
+    arguments = _single_long_fragment(payload)
+    if arguments is None:
+        return [payload]
+    size = RECHUNK_CHARS // 2
+    pieces = [arguments[i : i + size] for i in range(0, len(arguments), size)]
+    events: list[Payload] = []
+    for number, piece in enumerate(pieces):
+        event = copy.deepcopy(payload)
+        choice = _choices(event)[0]
+        delta = _delta(choice)
+        call = delta["tool_calls"][0]
+        if number:
+            # Later pieces carry only what OpenAI-style streams repeat: the index and the text.
+            call = {"index": call.get("index", 0), "function": {"arguments": ""}}
+            delta.clear()
+            delta["tool_calls"] = [call]
+        call["function"]["arguments"] = piece
+        legacy = delta.get("function_call")
+        if isinstance(legacy, dict) and legacy.get("arguments") == arguments:
+            legacy["arguments"] = piece
+        if number < len(pieces) - 1:
+            choice["finish_reason"] = None
+        events.append(event)
+    return events
+
+
+def drop_tool_fragment_events(drop_fragment: int) -> EventRewrite:
+    """A stream rewriter that drops the `drop_fragment`-th arguments fragment of each tool call."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def drop(payload: Payload) -> bool:
+        dropped = False
+        for choice in _choices(payload):
+            delta = _delta(choice)
+            calls = delta.get("tool_calls")
+            for call in calls if isinstance(calls, list) else []:
+                function = call.get("function") if isinstance(call, dict) else None
+                arguments = function.get("arguments") if isinstance(function, dict) else None
+                if (
+                    not isinstance(function, dict)
+                    or not isinstance(arguments, str)
+                    or not arguments
+                ):
+                    continue
+                key = (choice.get("index", 0), call.get("index", 0))
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] != drop_fragment:
+                    continue
+                function["arguments"] = ""
+                legacy = delta.get("function_call")
+                if isinstance(legacy, dict) and legacy.get("arguments") == arguments:
+                    legacy["arguments"] = ""
+                dropped = True
+        return dropped
+
+    def rewrite(payload: Payload) -> list[Payload] | None:
+        has_calls = any(_delta(c).get("tool_calls") for c in _choices(payload))
+        if not has_calls:
+            return None
+        events = [copy.deepcopy(event) for event in rechunk_tool_arguments(payload)]
+        changed = [drop(event) for event in events]
+        return events if len(events) > 1 or any(changed) else None
+
+    return rewrite
