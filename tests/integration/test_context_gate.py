@@ -54,8 +54,9 @@ def test_clean_engines_agree_on_every_needle(clean_pair_result: GateResult) -> N
     m = clean_pair_result.metrics
     assert m["needles"] == 2
     assert m["needles_found_baseline"] == m["needles_found_candidate"]
+    # from the server's usage of the non-streamed needle (streamed answers carry none here)
     assert isinstance(m["needle_prompt_tokens_max"], int)
-    assert m["needle_prompt_tokens_max"] > 700
+    assert m["needle_prompt_tokens_max"] > 200
 
 
 def test_streamed_and_plain_text_agree_and_the_cut_stream_leaves_the_engine_serving(

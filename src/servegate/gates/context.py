@@ -111,6 +111,7 @@ class ContextPlan:
     )  # fmt: skip
     needle_max_tokens: int = 16
     cache_needle: tuple[int, Position] = (1500, "middle")
+    cache_max_tokens: int = 48
     hit_ttft_ratio_max: float = 0.5  # a hit is proven when its TTFT is at most this × the miss's
     cancel_after_s: float = 1.5  # streaming time before the cut, after a short answer's latency
     candidate_deadline_factor: float = 4.0  # × the baseline's time, floored by the probe deadline
@@ -159,7 +160,9 @@ def steps(plan: ContextPlan) -> tuple[Step, ...]:
     """Every probe the gate sends under `plan`, in order."""
     cache = make_needle(plan.seed, *plan.cache_needle)
     needles = [make_needle(plan.seed, *pair) for pair in plan.needles if pair != plan.cache_needle]
-    cache_request = {**cache.request(plan.needle_max_tokens), **_STREAM}
+    # A longer answer than a bare number: KV reuse flips greedy tokens only after a few dozen.
+    follow_up = f"Then describe {cache.name} in two sentences."
+    cache_request = {**cache.request(plan.cache_max_tokens, follow_up), **_STREAM}
     return (
         *(Step(n.id, Kind.NEEDLE, (n.request(plan.needle_max_tokens),), n) for n in needles),
         Step("prefix-cache", Kind.PREFIX_CACHE, (cache_request,), cache),
@@ -386,7 +389,9 @@ def _repro(obs: Observation, url: str) -> str:
         return curl(url, "chat", obs.request)
     n = obs.needle  # a long prompt: regenerate it rather than print it
     make = "__import__('servegate.probes.needles', fromlist=['_']).make_needle"
-    prompt = f"{make}({n.seed}, {n.target_tokens}, {n.position!r}).prompt"
+    content = obs.request["messages"][0]["content"]
+    tail = content[len(n.prompt) :]  # the prefix-cache probe's follow-up instruction
+    prompt = f"{make}({n.seed}, {n.target_tokens}, {n.position!r}).prompt + {tail!r}"
     messages = f"[{{'role': 'user', 'content': {prompt}}}]"
     body = repr({**obs.request, "messages": "MESSAGES"}).replace("'MESSAGES'", messages)
     return curl(url, "chat", {}, python_body=body)
@@ -478,6 +483,13 @@ def _metrics(judged: Sequence[Judged]) -> dict[str, MetricValue]:
         for side, verdict, runs in (("baseline", b, o.baseline), ("candidate", c, o.candidate)):
             out[f"{o.kind}_ok_{side}"] = verdict.ok
             out.update(_probe_numbers(o.kind, side, runs))
+        if o.kind in (Kind.STREAM_TEXT, Kind.STREAM_TOOLS) and len(o.candidate) == 2:
+            # across sides, for information: what the answers are is judged by numerics/golden
+            b_out, c_out = (
+                (o.baseline[1].text, _calls(o.baseline[1])),
+                (o.candidate[1].text, _calls(o.candidate[1])),
+            )
+            out[f"{o.kind}_streamed_equals_baseline"] = b_out == c_out
     return out
 
 

@@ -80,10 +80,11 @@ class Needle:
     def estimated_tokens(self) -> int:
         return estimate_tokens(self.prompt) + OVERHEAD_TOKENS // 2
 
-    def request(self, max_tokens: int = 16) -> dict[str, Any]:
-        """A greedy chat request asking the question."""
+    def request(self, max_tokens: int = 16, follow_up: str = "") -> dict[str, Any]:
+        """A greedy chat request asking the question, then `follow_up` if given."""
+        content = f"{self.prompt} {follow_up}" if follow_up else self.prompt
         return {
-            "messages": [{"role": "user", "content": self.prompt}],
+            "messages": [{"role": "user", "content": content}],
             "max_tokens": max_tokens,
             "temperature": 0,
         }

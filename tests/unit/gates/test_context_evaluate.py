@@ -134,10 +134,14 @@ def test_hit_differing_from_miss_on_both_sides_is_an_engine_property_reported_as
     assert "engine property" in evaluate(ev, Policy()).findings[0].message
 
 
-def test_hit_differing_from_miss_only_on_the_candidate_fails_prefix_cache() -> None:
-    status, findings, _ = run(obs(Kind.PREFIX_CACHE, [MISS, HIT_SAME], [MISS, HIT_OTHER]))
+def test_hit_differing_from_miss_only_on_the_candidate_fails_prefix_cache(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, findings, ev = run(obs(Kind.PREFIX_CACHE, [MISS, HIT_SAME], [MISS, HIT_OTHER]))
     assert status is Status.FAIL
     assert findings == [("prefix_cache", Severity.MAJOR)]
+    exec(shlex.split(evaluate(ev, Policy()).findings[0].curl or "")[2])
+    assert json.loads(capsys.readouterr().out) == NEEDLE.request()
 
 
 def test_a_cache_hit_without_proof_is_inconclusive() -> None:
@@ -163,9 +167,10 @@ def test_streamed_text_that_differs_only_on_the_candidate_fails_stream_parity() 
     o = obs(
         Kind.STREAM_TEXT, [text("The sea."), text("The sea.")], [text("The sea."), text("Thesea.")]
     )
-    status, findings, _ = run(o)
+    status, findings, ev = run(o)
     assert status is Status.FAIL
     assert findings == [("stream_parity", Severity.MAJOR)]
+    assert evaluate(ev, Policy()).metrics["stream_text_streamed_equals_baseline"] is False
 
 
 def test_null_and_empty_content_are_the_same_text_but_finish_reasons_must_match() -> None:

@@ -60,6 +60,8 @@ def test_the_question_names_the_needle_and_the_request_is_greedy_chat() -> None:
     request = needle.request(max_tokens=8)
     assert request["messages"][0]["content"].endswith(needle.question)
     assert (request["temperature"], request["max_tokens"]) == (0, 8)
+    longer = needle.request(48, "Then describe it.")["messages"][0]["content"]
+    assert longer == f"{needle.prompt} Then describe it."
 
 
 @pytest.mark.parametrize(
