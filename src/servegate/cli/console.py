@@ -36,6 +36,14 @@ def gate_progress(enabled: bool, label: str = "") -> Iterator[ProgressFn | None]
     if not enabled:
         yield None
         return
+    if not stderr.is_terminal:
+        # Logs (CI) get one plain line per step instead of a live bar.
+        def log(gate: str, done: int, total: int, probe: str) -> None:
+            if probe:
+                click.echo(f"{label}{gate} {done}/{total} {probe}", err=True)
+
+        yield log
+        return
     columns = (
         TextColumn("[bold]{task.fields[prefix]}{task.description:<8}"),
         BarColumn(),

@@ -248,8 +248,11 @@ async def collect(
     deadline_s: float,
     replica: Endpoint | None = None,
     same_endpoint: bool = True,
+    firsts: dict[str, Completion] | None = None,
 ) -> NoiseFloor:
-    """Send each request to the baseline twice (and to `replica`), isolated, in order."""
+    """Send each request to the baseline twice (and to `replica`), isolated, in order. The first
+    baseline answer of each probe goes into `firsts` when given, so the comparison with the
+    candidate can reuse it instead of asking the baseline a third time."""
     comparisons: list[TokenComparison] = []
     spreads: list[float] = []
     for req in requests:
@@ -261,6 +264,8 @@ async def collect(
             probe=f"aa:{req.probe}",
             deadline_s=deadline_s,
         )
+        if firsts is not None:
+            firsts[req.probe] = first
         others = []
         if same_endpoint:
             others.append(pair.baseline)

@@ -161,15 +161,30 @@ async def collect(
     opts = opts or NumericsConfig()
     dl = cfg.request_deadline_s
     requests = await plan(pair, opts, dl)
+    # Every request is isolated, so the A/A pass's first baseline answer is as good a baseline
+    # observation as a third request would be: reuse it and spare the baseline a third pass.
+    firsts: dict[str, Completion] = {}
     if noise is None:
         noise = NoiseFloor.zero()
         if opts.measure_noise or replica is not None:
             noise = await collect_noise(
-                pair, requests, deadline_s=dl, replica=replica, same_endpoint=opts.measure_noise
+                pair,
+                requests,
+                deadline_s=dl,
+                replica=replica,
+                same_endpoint=opts.measure_noise,
+                firsts=firsts,
             )
     observations = []
     for req in requests:
-        b, c = await pair.both(req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl)
+        b = firsts.get(req.probe)
+        if b is None:
+            b = await pair.send(
+                pair.baseline, req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl
+            )
+        c = await pair.send(
+            pair.candidate, req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl
+        )
         observations.append(Observation(req, b, c))
     alignment: dict[str, float | None] = {}
     if opts.cross_scoring and requests:
