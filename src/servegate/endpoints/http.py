@@ -13,6 +13,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import aiohttp
@@ -188,13 +189,16 @@ class OpenAIEndpoint:
         extra = {"Accept": "text/event-stream"} if body and body.get("stream") else None
         try:
             async with asyncio.timeout_at(deadline_at):
-                recorder.sent_ns = time.perf_counter_ns()
+                # sent_ns moves on as the request is written (_stamp_written): the wait for a
+                # pooled connection before that is client queueing, not the server's TTFT.
+                recorder.queued_ns = recorder.sent_ns = time.perf_counter_ns()
                 async with session.request(
                     method,
                     url,
                     json=None if body is None else dict(body),
                     headers=extra,
                     allow_redirects=False,
+                    trace_request_ctx=recorder,
                 ) as response:
                     recorder.headers_ns = time.perf_counter_ns()
                     headers, status = response.headers, response.status
@@ -227,14 +231,25 @@ class OpenAIEndpoint:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
             connector = aiohttp.TCPConnector(limit=self._max_connections)
+            written = aiohttp.TraceConfig()
+            written.on_request_headers_sent.append(_stamp_written)
+            written.on_request_chunk_sent.append(_stamp_written)
             self._session = aiohttp.ClientSession(
                 connector=connector,
+                trace_configs=[written],
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect_s),
                 trust_env=False,
             )
             self._loop = loop
         return self._session
+
+
+async def _stamp_written(session: aiohttp.ClientSession, ctx: SimpleNamespace, _: object) -> None:
+    """Headers, then each body chunk, handed to the connection: the last one is `sent_ns`."""
+    recorder = ctx.trace_request_ctx
+    if isinstance(recorder, TimingRecorder):
+        recorder.wrote()
 
 
 def _checked_url(base_url: str) -> URL:

@@ -21,10 +21,15 @@ class TimingRecorder:
     """Collects stamps while a response is read; `freeze()` gives the immutable Timing."""
 
     sent_ns: int = field(default_factory=time.perf_counter_ns)
+    queued_ns: int | None = None
     headers_ns: int | None = None
     done_ns: int | None = None
     chunk_ns: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
+
+    def wrote(self) -> None:
+        """Request bytes went to the connection: the request counts as sent from now."""
+        self.sent_ns = time.perf_counter_ns()
 
     def token_chunk(self, arrival_ns: int, tokens: int) -> None:
         self.chunk_ns.append(arrival_ns)
@@ -37,6 +42,7 @@ class TimingRecorder:
             done_ns=self.done_ns,
             token_chunk_ns=tuple(self.chunk_ns),
             token_chunk_tokens=tuple(self.chunk_tokens),
+            queued_ns=self.queued_ns,
         )
 
 

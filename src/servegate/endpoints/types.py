@@ -10,7 +10,11 @@ from servegate.endpoints.errors import RequestError
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Raw perf_counter_ns stamps of one request; metrics are derived, so they can be recomputed."""
+    """Raw perf_counter_ns stamps of one request; metrics are derived, so they can be recomputed.
+
+    `sent_ns` is when the request's last byte went to the connection, after any wait for a free
+    pooled connection (and connect), which starts at `queued_ns`: client queueing is not TTFT.
+    """
 
     sent_ns: int
     headers_ns: int | None = None
@@ -18,6 +22,7 @@ class Timing:
     # one stamp per token-carrying chunk (content, reasoning or tool-call delta), with its tokens
     token_chunk_ns: tuple[int, ...] = ()
     token_chunk_tokens: tuple[int, ...] = ()
+    queued_ns: int | None = None  # when the call asked for a connection; None if not recorded
 
     @property
     def ttft_ms(self) -> float | None:

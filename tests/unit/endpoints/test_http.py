@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from servegate.endpoints.errors import EndpointError
 from servegate.endpoints.http import OpenAIEndpoint, open_endpoint
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.scripted import ScriptedServer, chat_stream, reply_stream
 
 
 def test_missing_api_key_variable_is_named_and_never_its_value(
@@ -52,3 +55,23 @@ async def test_raw_path_may_not_leave_the_endpoint_origin() -> None:
     async with OpenAIEndpoint("baseline", "http://127.0.0.1:9/v1") as endpoint:
         with pytest.raises(EndpointError, match="origin"):
             await endpoint.raw("GET", "http://169.254.169.254/latest")
+
+
+async def test_ttft_of_a_request_queued_for_a_pooled_connection_leaves_out_the_wait() -> None:
+    # One connection, two concurrent streams: the second waits ~0.5 s for the first to finish.
+    stream = reply_stream(chat_stream("a", "b", "c"), first_delay_s=0.2, delay_s=0.05)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    async with (
+        ScriptedServer().route("/v1/chat/completions", stream) as srv,
+        OpenAIEndpoint("candidate", srv.url, max_connections=1) as endpoint,
+    ):
+        results = await asyncio.gather(endpoint.chat(body), endpoint.chat(body))
+    assert [r.error for r in results] == [None, None]
+    first, second = sorted((r.timing for r in results), key=lambda t: t.done_ns or 0)
+    assert first.done_ns is not None
+    first_ms = (first.done_ns - first.sent_ns) / 1e6
+    assert first_ms > 400
+    assert second.ttft_ms is not None
+    assert 200 <= second.ttft_ms < first_ms  # about the server's 0.25 s, not 0.25 s + first_ms
+    assert second.queued_ns is not None
+    assert (second.sent_ns - second.queued_ns) / 1e6 > 300
