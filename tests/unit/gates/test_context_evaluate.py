@@ -302,7 +302,7 @@ def test_zero_probes_are_inconclusive_never_pass() -> None:
 def test_the_default_plan_covers_each_position_each_length_and_every_other_kind() -> None:
     needles = [s.needle for s in steps(PLAN) if s.needle]  # the prefix-cache probe's included
     assert {n.position for n in needles} == {"start", "middle", "end"}
-    assert {n.target_tokens for n in needles} == {500, 1500, 3000}
+    assert {n.target_tokens for n in needles} == {500, 1500, 2500}
     kinds = [s.kind for s in steps(PLAN)]
     assert {k: kinds.count(k) for k in Kind if k is not Kind.NEEDLE} == dict.fromkeys(
         [k for k in Kind if k is not Kind.NEEDLE], 1
