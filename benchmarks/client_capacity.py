@@ -294,8 +294,26 @@ def parse_cost_main(args: argparse.Namespace) -> None:
             best = min(timeit.repeat(fn, number=args.number, repeat=5, timer=time.process_time))
             print(f"  {name:54s} {best / args.number / len(events) * 1e6:6.2f} us/event")
 
+    def long_logprobs() -> None:
+        # assembling a logprob stream must stay linear in its length (it was quadratic)
+        wire = server.Wire(logprobs=True, usage=True)
+        token = SSEParser().feed(unchunk(wire.tokens(1)), 1)[0]
+        print("logprob stream assembly, one token per event (CPU per token, best of 3):")
+        for tokens in (256, 4096, 8192):
+            events = [token] * tokens
+
+            def assemble_long(events: list[Any] = events) -> None:
+                assembler = StreamAssembler(TimingRecorder(), chat=True)
+                for event in events:
+                    assembler.add(event)
+
+            best = min(timeit.repeat(assemble_long, number=1, repeat=3, timer=time.process_time))
+            per_token_us = best / tokens * 1e6
+            print(f"  {tokens:5d} tokens: {best * 1e3:8.1f} ms, {per_token_us:6.2f} us/token")
+
     for logprobs in (False, True):
         measure(logprobs)
+    long_logprobs()
 
 
 # ---------------------------------------------------------------------------------------------

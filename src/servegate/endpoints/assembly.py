@@ -135,9 +135,12 @@ class StreamAssembler:
             carried = True
         tokens = 0
         if choice.get("logprobs") is not None:
-            offset = len(self.draft.logprobs or ())
-            entries = chat_logprobs(choice["logprobs"], offset)
-            self.draft.logprobs = [*(self.draft.logprobs or ()), *entries]
+            kept = self.draft.logprobs
+            entries = chat_logprobs(choice["logprobs"], len(kept) if kept is not None else 0)
+            if kept is None:
+                self.draft.logprobs = entries  # the list is built once and extended after
+            else:
+                kept.extend(entries)
             tokens = len(entries)
         return carried, tokens
 
@@ -148,9 +151,12 @@ class StreamAssembler:
         logprobs = choice.get("logprobs")
         tokens = 0
         if isinstance(logprobs, dict):
-            legacy = self.draft.legacy if self.draft.legacy is not None else []
-            entries = legacy_logprobs(logprobs, len(legacy))
-            self.draft.legacy = legacy + entries
+            legacy = self.draft.legacy
+            entries = legacy_logprobs(logprobs, len(legacy) if legacy is not None else 0)
+            if legacy is None:
+                self.draft.legacy = entries
+            else:
+                legacy.extend(entries)
             offsets = logprobs.get("text_offset")
             if isinstance(offsets, list):
                 self.draft.text_offsets.extend(o for o in offsets if isinstance(o, int))
