@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -101,3 +105,33 @@ def slow_engine() -> Iterator[RunningEngine]:
     """SLOW_DELAY_MS before every request and between streamed events."""
     with _engine_or_skip("clean", "slow", delay_ms=SLOW_DELAY_MS) as engine:
         yield engine
+
+
+GateRun = tuple[subprocess.CompletedProcess[str], dict[str, Any]]
+
+
+def run_servegate(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real command line, in a child process: exit codes and stderr as a user sees them."""
+    return subprocess.run(
+        [sys.executable, "-m", "servegate", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+@pytest.fixture
+def gate_cli(tmp_path: Path) -> Callable[..., GateRun]:
+    """Run `servegate gate BASELINE CANDIDATE *extra` and return the process and its JSON report."""
+
+    def run(baseline: RunningEngine, candidate: RunningEngine, *extra: str) -> GateRun:
+        out = tmp_path / "report.json"
+        proc = run_servegate(
+            "gate", "--baseline", baseline.base_url, "--candidate", candidate.base_url,
+            "--json", str(out), "--db", str(tmp_path / "runs.db"), "--quiet", *extra,
+        )  # fmt: skip
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert out.exists(), f"exit {proc.returncode}, no report: {proc.stderr[-2000:]}"
+        return proc, json.loads(out.read_text())
+
+    return run
