@@ -163,6 +163,9 @@ async def _json_mode(
     try:
         json.loads(r.text)
     except ValueError:
+        if r.finish_reason == "length" and r.text.lstrip().startswith("{"):
+            # Constrained output cut by max_tokens: the mode works, the model rambled.
+            return Capability("json_object", True, "JSON-shaped output, cut at max_tokens")
         return Capability("json_object", False, f"content is not JSON: {r.text[:60]!r}")
     return Capability("json_object", True, "content parses as JSON")
 

@@ -179,13 +179,16 @@ def _capability_findings(ev: StartupEvidence) -> list[Finding]:
     for name, base in ev.baseline.capabilities.items():
         cand = ev.candidate.capabilities.get(name)
         if base.supported and cand is not None and cand.supported is not True:
+            # Refused outright is a regression; no answer at all (timeout) leaves it unknown.
+            lost = cand.supported is False
             out.append(
                 Finding(
                     probe=f"capability:{name}",
-                    category="capability_lost",
-                    severity=Severity.MAJOR,
+                    category="capability_lost" if lost else "capability_unknown",
+                    severity=Severity.MAJOR if lost else Severity.MINOR,
                     side=ev.candidate.name,
-                    message=f"the baseline supports {name} and the candidate does not",
+                    message=f"the baseline supports {name} and the candidate "
+                    + ("does not" if lost else "could not be checked"),
                     baseline_excerpt=base.detail,
                     candidate_excerpt=cand.detail,
                 )

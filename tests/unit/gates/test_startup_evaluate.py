@@ -88,3 +88,19 @@ def test_a_capability_the_candidate_lost_is_reported() -> None:
         _side("candidate", caps={"logprobs": Capability("logprobs", False, "none")}),
     )
     assert (status, categories) == (Status.FAIL, ["capability_lost"])
+
+
+def test_a_capability_the_candidate_could_not_be_asked_about_is_not_called_lost() -> None:
+    result = evaluate(
+        StartupEvidence(
+            _side("baseline", caps={"logprobs": Capability("logprobs", True, "top 5")}),
+            _side("candidate", caps={"logprobs": Capability("logprobs", None, "timeout")}),
+            12000,
+            15.0,
+        ),
+        Policy(),
+    )
+    assert result.status is Status.PASS
+    assert [(f.category, f.severity) for f in result.findings] == [
+        ("capability_unknown", Severity.MINOR)
+    ]
