@@ -1,7 +1,7 @@
 """Degeneration metrics on generated text: the signatures of a model that broke, not one that erred.
 
-`!!!!!!!!!!!!!!!!` (vLLM 0.25.0) and `,,,,,,,,,,,,,,,,` (our mixed-dtype engine) are long runs of one
-character; a looping decoder shows as repeated n-grams; mojibake or control bytes as abnormal
+`!!!!!!!!!!!!!!!!` (vLLM 0.25.0) and `,,,,,,,,,,,,,,,,` (our mixed-dtype engine) are long runs of
+one character; a looping decoder shows as repeated n-grams; mojibake or control bytes as abnormal
 characters.
 """
 

@@ -31,7 +31,8 @@ def test_rollback_when_candidate_answers_commas_instead_of_ok() -> None:
     degenerate = next(f for f in result.findings if f.category == "degeneration")
     assert degenerate.severity is Severity.CRITICAL
     assert degenerate.candidate_excerpt == ",,,,,,,,,,,,,,,,"
-    assert degenerate.curl is not None and "http://c/v1/chat/completions" in degenerate.curl
+    assert degenerate.curl is not None
+    assert "http://c/v1/chat/completions" in degenerate.curl
 
 
 def test_degeneration_blocks_even_when_the_baseline_fails_the_assertion() -> None:
@@ -59,7 +60,8 @@ def test_candidate_timeout_where_baseline_answered_is_a_critical_timeout_finding
     hung = Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "no headers in 60 s"))
     result = evaluate(_evidence(Observation(OK_PROBE, _text("OK"), hung)), Policy())
     assert result.status is Status.FAIL
-    assert [(f.category, f.severity) for f in result.findings][0] == ("timeout", Severity.CRITICAL)
+    first = result.findings[0]
+    assert (first.category, first.severity) == ("timeout", Severity.CRITICAL)
 
 
 def test_empty_output_where_baseline_had_text_fails() -> None:
