@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${SERVEGATE_VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"
-echo "== ruff" && ruff check src tests && ruff format --check src tests
+echo "== ruff" && ruff check src tests benchmarks fuzz && ruff format --check src tests benchmarks fuzz
 echo "== mypy (strict, src)" && mypy
 echo "== pytest" && python -m pytest "$@"
