@@ -38,8 +38,11 @@ class FakeEndpoint:
     """A deterministic server: recalls every needle, calls the forced tool, serves the cache
     hit fast, and streams the long story for 5 s (so a shorter deadline cuts it)."""
 
-    def __init__(self, name: str, hang_over_chars: int | None = None) -> None:
+    def __init__(
+        self, name: str, hang_over_chars: int | None = None, first_token_s: float = 0.0
+    ) -> None:
         self._name = name
+        self.first_token_s = first_token_s
         self.hang_over_chars = hang_over_chars
         self.log: list[tuple[str, float | None]] = []
         self._last: str | None = None
@@ -71,7 +74,8 @@ class FakeEndpoint:
             return Completion(status=200, tool_calls=(call,), finish_reason="tool_calls")
         if prompt == LONG_PROMPT:
             if deadline_s is not None and deadline_s < 5:
-                timing = Timing(sent_ns=1, token_chunk_ns=(2, 3, 4))
+                early = deadline_s < self.first_token_s
+                timing = Timing(sent_ns=1, token_chunk_ns=() if early else (2, 3, 4))
                 error = RequestError(ErrorCategory.TIMEOUT, "request deadline passed mid-body")
                 return Completion(
                     status=200, content="Once upon a time", error=error, timing=timing
@@ -131,6 +135,13 @@ async def test_the_stream_is_cut_after_a_short_answers_latency_plus_the_cancel_d
     for side in (baseline, candidate):
         cuts = [dl for entry, dl in side.log if entry == f"stream:{LONG_PROMPT}"]
         assert cuts == [pytest.approx(0.9 + PLAN.cancel_after_s)]  # the fake answers in 0.9 s
+
+
+async def test_a_stream_cut_before_its_first_token_is_cut_once_more_three_times_later() -> None:
+    slow = FakeEndpoint("candidate", first_token_s=3.0)
+    await collect(EndpointPair(FakeEndpoint("baseline"), slow), CFG, plan=PLAN)
+    cuts = [dl for entry, dl in slow.log if entry == f"stream:{LONG_PROMPT}"]
+    assert cuts == [pytest.approx(2.4), pytest.approx(7.2)]
 
 
 async def test_a_candidate_hanging_on_long_prompts_is_not_sent_longer_ones_and_fails_fast() -> None:
