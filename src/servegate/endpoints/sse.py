@@ -21,9 +21,13 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 _EOL = re.compile(rb"[\r\n]")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SSEEvent:
-    """One dispatched event; `arrival_ns` is when the chunk that completed it was read."""
+    """One dispatched event; `arrival_ns` is when the chunk that completed it was read.
+
+    Not frozen: one is built per streamed event, and a frozen dataclass's __init__ costs twice
+    as much (object.__setattr__ per field). Treat it as read-only.
+    """
 
     data: str
     event: str = "message"
@@ -81,6 +85,9 @@ class SSEParser:
                 return
             self._head = None
             chunk = head[len(BOM) :] if head.startswith(BOM) else head
+        if not self._line_len and not self._after_cr and b"\r" not in chunk:
+            self._feed_lf(chunk, arrival_ns, events)
+            return
         pos, size = 0, len(chunk)
         if self._after_cr and size:
             self._after_cr = False
@@ -100,6 +107,44 @@ class SSEParser:
                 elif chunk[end + 1] == 0x0A:
                     end += 1
             pos = end + 1
+
+    def _feed_lf(self, chunk: bytes, arrival_ns: int, events: list[SSEEvent]) -> None:
+        """The common case, same results as the loop in _feed: LF line ends only, no partial line
+        or CR held from the last chunk. Blank, `data:` and comment lines are handled inline;
+        any other line, one over the cap or one that does not decode goes the general way."""
+        lines = chunk.split(b"\n")
+        rest = lines.pop()  # after the last LF: the start of a line, or b""
+        limit = self.max_event_bytes
+        for line in lines:
+            size = len(line)
+            if not size:
+                self.lines += 1
+                if self._has_data:
+                    events.append(self._dispatch(arrival_ns, complete=True))
+                self._event_type = ""
+                continue
+            if size <= limit:
+                if line.startswith(b"data:"):
+                    try:
+                        value = (line[6:] if line[5:6] == b" " else line[5:]).decode("utf-8")
+                    except UnicodeDecodeError:
+                        pass  # the general way raises DECODE with its message
+                    else:
+                        self.lines += 1
+                        self._data_len += size + 1
+                        if self._data_len > limit:
+                            raise self._event_too_large()
+                        self._data.append(value)
+                        self._has_data = True
+                        continue
+                elif line[0] == 0x3A:  # ":" a comment
+                    self.lines += 1
+                    self.comments += 1
+                    continue
+            self._hold(line, 0, size)
+            self._end_line(arrival_ns, events)
+        if rest:
+            self._hold(rest, 0, len(rest))
 
     def close(self, arrival_ns: int = 0) -> list[SSEEvent]:
         """End of stream: an unterminated last line and event come back with complete=False."""
@@ -160,10 +205,7 @@ class SSEParser:
         if name == "data":
             self._data_len += size + 1
             if self._data_len > self.max_event_bytes:
-                raise FaultError(
-                    ErrorCategory.TOO_LARGE,
-                    f"SSE event {self._count} over {self.max_event_bytes} bytes",
-                )
+                raise self._event_too_large()
             self._data.append(value)
             self._has_data = True
         elif name == "event":
@@ -174,14 +216,20 @@ class SSEParser:
         elif name == "retry" and value.isascii() and value.isdigit():
             self.retry_ms = int(value)
 
+    def _event_too_large(self) -> FaultError:
+        return FaultError(
+            ErrorCategory.TOO_LARGE, f"SSE event {self._count} over {self.max_event_bytes} bytes"
+        )
+
     def _dispatch(self, arrival_ns: int, *, complete: bool) -> SSEEvent:
+        data = self._data
         event = SSEEvent(
-            data="\n".join(self._data),
-            event=self._event_type or "message",
-            id=self.last_event_id,
-            index=self._count,
-            arrival_ns=arrival_ns,
-            complete=complete,
+            data[0] if len(data) == 1 else "\n".join(data),
+            self._event_type or "message",
+            self.last_event_id,
+            self._count,
+            arrival_ns,
+            complete,
         )
         self._count += 1
         self._data.clear()
