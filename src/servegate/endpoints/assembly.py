@@ -51,7 +51,7 @@ class StreamAssembler:
                 f"error event {event.index} in stream: {excerpt(_message(event.data))}",
             )
         try:
-            chunk = json.loads(event.data)
+            chunk = _loads(event.data)
         except ValueError:
             if not event.complete:
                 raise FaultError(
@@ -65,18 +65,21 @@ class StreamAssembler:
         self._chunk(chunk, event)
 
     def _chunk(self, chunk: Any, event: SSEEvent) -> None:
-        message = body_error(chunk)
-        if message is not None:
-            raise FaultError(
-                ErrorCategory.STREAM_ERROR,
-                f"error in stream event {event.index}: {excerpt(message)}",
-            )
+        # Every streamed token passes here: key tests first, the full checks only when they hit.
         if not isinstance(chunk, dict):
             raise FaultError(ErrorCategory.SCHEMA, f"event {event.index} is not a JSON object")
+        if "error" in chunk or chunk.get("object") == "error":
+            message = body_error(chunk)
+            if message is not None:
+                raise FaultError(
+                    ErrorCategory.STREAM_ERROR,
+                    f"error in stream event {event.index}: {excerpt(message)}",
+                )
         draft = self.draft
-        if isinstance(chunk.get("model"), str):
-            draft.model = chunk["model"]
-        usage = parse_usage(chunk.get("usage"))
+        model = chunk.get("model")
+        if isinstance(model, str):
+            draft.model = model
+        usage = parse_usage(chunk["usage"]) if "usage" in chunk else None
         if usage is not None:
             draft.usage = usage
         choices = chunk.get("choices")
@@ -95,9 +98,8 @@ class StreamAssembler:
             reason = choice.get("finish_reason")
             if isinstance(reason, str):
                 draft.finish_reason = reason
-            where = f"event {event.index}"
             if self._chat:
-                carried, tokens = self._chat_choice(choice, where)
+                carried, tokens = self._chat_choice(choice, event.index)
             else:
                 carried, tokens = self._text_choice(choice)
         if carried:
@@ -110,33 +112,36 @@ class StreamAssembler:
         if usage is not None and usage.completion_tokens is not None:
             self._usage_tokens = usage.completion_tokens
 
-    def _chat_choice(self, choice: dict[str, Any], where: str) -> tuple[bool, int]:
+    def _chat_choice(self, choice: dict[str, Any], index: int) -> tuple[bool, int]:
         delta = choice.get("delta")
-        if delta is None:
-            delta = {}
-        if not isinstance(delta, dict):
-            raise FaultError(ErrorCategory.SCHEMA, f"{where}: delta is not an object")
         carried = False
-        content = delta.get("content")
-        if isinstance(content, str):
-            self.draft.add_content(content)
-            carried = bool(content)
-        for key in ("reasoning_content", "reasoning"):
-            value = delta.get(key)
-            if isinstance(value, str):
-                self.draft.add_reasoning(value)
-                carried = carried or bool(value)
-                break
-        calls = delta.get("tool_calls")
-        if isinstance(calls, list) and calls:
-            for call in calls:
-                self._tools.add(call, where)
-            self.draft.tool_calls = self._tools.calls()
-            carried = True
+        if delta:
+            if not isinstance(delta, dict):
+                raise FaultError(ErrorCategory.SCHEMA, f"event {index}: delta is not an object")
+            draft = self.draft
+            content = delta.get("content")
+            if isinstance(content, str):
+                draft.add_content(content)
+                carried = content != ""
+            reasoning = delta.get("reasoning_content")
+            if not isinstance(reasoning, str):
+                reasoning = delta.get("reasoning")
+            if isinstance(reasoning, str):
+                draft.add_reasoning(reasoning)
+                carried = carried or reasoning != ""
+            calls = delta.get("tool_calls")
+            if isinstance(calls, list) and calls:
+                for call in calls:
+                    self._tools.add(call, f"event {index}")
+                draft.tool_calls = self._tools.calls()
+                carried = True
+        elif delta is not None and not isinstance(delta, dict):
+            raise FaultError(ErrorCategory.SCHEMA, f"event {index}: delta is not an object")
         tokens = 0
-        if choice.get("logprobs") is not None:
+        logprobs = choice.get("logprobs")
+        if logprobs is not None:
             kept = self.draft.logprobs
-            entries = chat_logprobs(choice["logprobs"], len(kept) if kept is not None else 0)
+            entries = chat_logprobs(logprobs, len(kept) if kept is not None else 0)
             if kept is None:
                 self.draft.logprobs = entries  # the list is built once and extended after
             else:
@@ -162,6 +167,19 @@ class StreamAssembler:
                 self.draft.text_offsets.extend(o for o in offsets if isinstance(o, int))
             tokens = len(entries)
         return isinstance(text, str) and bool(text), tokens
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _loads(text: str) -> Any:
+    """json.loads, cheaper for the usual event (a JSON value, no surrounding whitespace): it
+    skips json.loads' whitespace regexes. Anything else goes to json.loads to decide or raise."""
+    try:
+        value, end = _raw_decode(text)
+    except ValueError:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def _message(data: str) -> str:
