@@ -338,6 +338,49 @@ async def test_headers_then_silence_fails_as_stalled_at_the_idle_timeout(
     assert time.perf_counter() - started < 2.0
 
 
+async def test_idle_clock_restarts_with_every_read_so_a_slow_steady_stream_is_not_stalled(
+    server: ScriptedServer,
+) -> None:
+    server.route(CHAT, reply_stream(chat_stream(*["t"] * 6), delay_s=0.12))
+    timeouts = TimeoutConfig(deadline_s=5.0, idle_s=0.3)
+    async with endpoint(server, timeouts=timeouts) as ep:
+        result = await ep.chat(STREAM_USAGE)  # ~1.2 s in all, no gap near 0.3 s
+    assert result.ok, result.error
+    assert result.content == "tttttt"
+
+
+async def test_silence_after_some_events_fails_as_stalled_naming_the_bytes_read(
+    server: ScriptedServer,
+) -> None:
+    parts = [sse(chunk("a")), sse(chunk("b"))]
+    server.route(CHAT, reply_stream(parts, delay_s=0.1, end="hang"))
+    timeouts = TimeoutConfig(deadline_s=5.0, idle_s=0.3)
+    async with endpoint(server, timeouts=timeouts) as ep:
+        started = time.perf_counter()
+        result = await ep.chat(STREAM)
+        elapsed = time.perf_counter() - started
+    assert category(result) is ErrorCategory.STALLED
+    assert result.content == "ab"
+    assert 0.4 <= elapsed < 2.0
+    assert result.error is not None
+    assert f"no bytes for 0.3 s after {sum(map(len, parts))} body bytes" in result.error.message
+
+
+@pytest.mark.parametrize("end", ["hang", "reset"])
+async def test_done_then_no_clean_end_keeps_the_answer_and_flags_it(
+    server: ScriptedServer, end: str
+) -> None:
+    server.route(CHAT, reply_stream(chat_stream("ok"), end=end))
+    async with endpoint(server) as ep:  # done_grace_s=0.2
+        started = time.perf_counter()
+        result = await ep.chat(STREAM_USAGE)
+        elapsed = time.perf_counter() - started
+    assert result.ok, result.error
+    assert result.content == "ok"
+    assert "unclean_end_after_done" in result.flags
+    assert elapsed < 1.5
+
+
 async def test_one_byte_per_interval_is_cut_by_the_total_deadline(server: ScriptedServer) -> None:
     trickle = b"".join(chat_stream(*["token"] * 50))
     server.route(CHAT, reply_stream([bytes([b]) for b in trickle], delay_s=0.02))

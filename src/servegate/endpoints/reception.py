@@ -130,26 +130,26 @@ class CompletionReception:
         assembler = StreamAssembler(recorder, chat=self._chat)
         self._draft = assembler.draft
         arrival = 0
-        while True:
-            try:
-                data, arrival = await reader.chunk(
-                    self._timeouts.done_grace_s if assembler.done else None
-                )
-                try:
-                    events = parser.feed(data, arrival) if data else parser.close(arrival)
-                except SSEFaultError as exc:
-                    for event in exc.events:
+        try:
+            async with reader:  # one idle clock for the stream (a stall surfaces at its exit)
+                while True:
+                    data, arrival = await reader.chunk(
+                        self._timeouts.done_grace_s if assembler.done else None
+                    )
+                    try:
+                        events = parser.feed(data, arrival) if data else parser.close(arrival)
+                    except SSEFaultError as exc:
+                        for event in exc.events:
+                            assembler.add(event)
+                        raise
+                    for event in events:
                         assembler.add(event)
-                    raise
-                for event in events:
-                    assembler.add(event)
-            except FaultError:
-                if not assembler.done:
-                    raise
-                self._draft.flags.add("unclean_end_after_done")
-                break
-            if not data:
-                break
+                    if not data:
+                        break
+        except FaultError:
+            if not assembler.done:
+                raise
+            self._draft.flags.add("unclean_end_after_done")
         if parser.comments:
             self._draft.flags.add("keepalive_comments")
         if not assembler.done:

@@ -11,6 +11,7 @@ import asyncio
 import ssl
 import time
 from dataclasses import dataclass
+from types import TracebackType
 
 import aiohttp
 
@@ -31,28 +32,65 @@ class TimeoutConfig:
 
 
 class BodyReader:
-    """Chunks of one response body, each stamped with perf_counter_ns as it is read."""
+    """Chunks of one response body, each stamped with perf_counter_ns as it is read.
+
+    Used as `async with reader:` around a read loop, one idle clock serves the whole body and is
+    moved on before each wait; bare, each wait gets its own. Buffered bytes need no clock.
+    """
 
     def __init__(self, response: aiohttp.ClientResponse, idle_s: float) -> None:
         self._response = response
         self._idle_s = idle_s
+        self._clock: asyncio.Timeout | None = None
+        self._limit = idle_s  # the idle limit of the current wait, for the STALLED message
         self.bytes_read = 0
+
+    async def __aenter__(self) -> BodyReader:
+        assert self._clock is None, "BodyReader clock entered twice"
+        clock = asyncio.timeout(None)
+        await clock.__aenter__()
+        self._clock = clock
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        clock, self._clock = self._clock, None
+        assert clock is not None
+        try:
+            await clock.__aexit__(exc_type, exc, tb)
+        except TimeoutError:
+            raise self._stalled() from None
 
     async def chunk(self, idle_s: float | None = None) -> tuple[bytes, int]:
         """The next chunk and its arrival stamp; b"" at the end of the body."""
-        limit = self._idle_s if idle_s is None else idle_s
+        limit = self._limit = self._idle_s if idle_s is None else idle_s
+        content = self._response.content
         try:
-            async with asyncio.timeout(limit):
-                data = await self._response.content.readany()
+            data = content.read_nowait()  # all that is buffered; b"" when nothing or at the end
+            if not data and not content.is_eof():
+                clock = self._clock
+                if clock is None:
+                    async with asyncio.timeout(limit):
+                        data = await content.readany()
+                else:
+                    clock.reschedule(asyncio.get_running_loop().time() + limit)
+                    data = await content.readany()
         except TimeoutError:
-            raise FaultError(
-                ErrorCategory.STALLED,
-                f"no bytes for {limit:g} s after {self.bytes_read} body bytes",
-            ) from None
+            raise self._stalled() from None
         except aiohttp.ClientError as exc:
             raise FaultError(ErrorCategory.RESET, f"connection lost: {_name(exc)}") from exc
         self.bytes_read += len(data)
         return data, time.perf_counter_ns()
+
+    def _stalled(self) -> FaultError:
+        return FaultError(
+            ErrorCategory.STALLED,
+            f"no bytes for {self._limit:g} s after {self.bytes_read} body bytes",
+        )
 
     async def read_all(self, max_bytes: int) -> tuple[bytes, int]:
         """The whole body (TOO_LARGE past `max_bytes`) and the stamp of its last byte."""
@@ -62,15 +100,16 @@ class BodyReader:
         parts: list[bytes] = []
         size = 0
         stamp = time.perf_counter_ns()
-        while True:
-            data, arrival = await self.chunk()
-            if not data:
-                return b"".join(parts), stamp
-            size += len(data)
-            if size > max_bytes:
-                raise FaultError(ErrorCategory.TOO_LARGE, f"body over {max_bytes} bytes")
-            parts.append(data)
-            stamp = arrival
+        async with self:
+            while True:
+                data, arrival = await self.chunk()
+                if not data:
+                    return b"".join(parts), stamp
+                size += len(data)
+                if size > max_bytes:
+                    raise FaultError(ErrorCategory.TOO_LARGE, f"body over {max_bytes} bytes")
+                parts.append(data)
+                stamp = arrival
 
 
 def transport_fault(exc: BaseException, *, got_headers: bool) -> FaultError:
