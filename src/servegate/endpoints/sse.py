@@ -115,18 +115,19 @@ class SSEParser:
         lines = chunk.split(b"\n")
         rest = lines.pop()  # after the last LF: the start of a line, or b""
         limit = self.max_event_bytes
+        data = self._data
         for line in lines:
             size = len(line)
             if not size:
                 self.lines += 1
-                if self._has_data:
+                if data:
                     events.append(self._dispatch(arrival_ns, complete=True))
                 self._event_type = ""
                 continue
             if size <= limit:
                 if line.startswith(b"data:"):
                     try:
-                        value = (line[6:] if line[5:6] == b" " else line[5:]).decode("utf-8")
+                        value = line[6 if size > 5 and line[5] == 0x20 else 5 :].decode("utf-8")
                     except UnicodeDecodeError:
                         pass  # the general way raises DECODE with its message
                     else:
@@ -134,7 +135,7 @@ class SSEParser:
                         self._data_len += size + 1
                         if self._data_len > limit:
                             raise self._event_too_large()
-                        self._data.append(value)
+                        data.append(value)
                         self._has_data = True
                         continue
                 elif line[0] == 0x3A:  # ":" a comment
