@@ -105,7 +105,8 @@ async def _startup(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) 
 
 
 async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    return numerics.evaluate(await numerics.collect(pair, cfg), cfg.policy)
+    opts = numerics.NumericsConfig(prompts=numerics.PROMPTS[: cfg.numerics_prompts])
+    return numerics.evaluate(await numerics.collect(pair, cfg, opts), cfg.policy)
 
 
 async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:

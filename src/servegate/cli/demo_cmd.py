@@ -36,13 +36,17 @@ def _canary_row(report: Report) -> tuple[str, str]:
     return "", ""
 
 
+def _short(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _summary(results: list[tuple[str, str, Report]]) -> Table:
     table = Table(title="servegate demo", title_justify="left", show_lines=True)
     for col in ("candidate", "change", "verdict", "failed gate: why", "`Reply with exactly: OK`"):
         table.add_column(col, overflow="fold")
     for variant, change, report in results:
         failed = [g for g in report.gates if g.status is Status.FAIL]
-        why = "; ".join(f"{g.name}: {g.summary}" for g in failed) or "-"
+        why = "\n".join(f"{g.name}: {_short(g.summary)}" for g in failed) or "-"
         base, cand = _canary_row(report)
         canary = f"baseline:  {base!s}\ncandidate: {cand!s}" if cand else "identical to baseline"
         table.add_row(
@@ -87,8 +91,9 @@ def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
     ]
     # The quick demo runs the gates that catch this bug class in well under three minutes on two
     # cores; --full adds the long-context gate and the whole golden suite.
-    categories = None if full else ("canary", "degeneration")
+    categories = None if full else ("canary",)
     gates = GATE_ORDER if full else ("startup", "numerics", "golden")
+    numerics_prompts = 12 if full else 6
     results: list[tuple[str, str, Report]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -107,6 +112,7 @@ def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
                     candidate=EndpointConfig(url=engines[variant].base_url),
                     categories=categories,
                     gates=gates,
+                    numerics_prompts=numerics_prompts,
                 )
                 with gate_progress(not quiet, label=f"{variant}: ") as progress:
                     report = asyncio.run(

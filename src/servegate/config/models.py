@@ -57,4 +57,5 @@ class GateConfig(_Frozen):
     probe_deadline_s: PositiveSeconds = 15.0
     run_deadline_s: PositiveSeconds = 1800.0
     impossible_prompt_words: int = Field(default=12_000, ge=16)
+    numerics_prompts: int = Field(default=12, ge=1)
     policy: Policy = Policy()
