@@ -15,7 +15,7 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
 from servegate.gates.pair import ISOLATION_REQUEST
 
-_WEATHER_TOOL = {
+WEATHER_TOOL = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -132,7 +132,7 @@ async def _tools(
                 "messages": _msg("What is the weather in Paris?"),
                 "max_tokens": 48,
                 "temperature": 0,
-                "tools": [_WEATHER_TOOL],
+                "tools": [WEATHER_TOOL],
                 "tool_choice": choice,
             }
         ),

@@ -25,6 +25,7 @@ from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
+from servegate.gates.capabilities import WEATHER_TOOL
 from servegate.gates.evidence import curl, describe
 from servegate.gates.golden import ProbeStatus
 from servegate.gates.pair import EndpointPair
@@ -69,22 +70,10 @@ def _chat(text: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
             "temperature": 0, **extra}  # fmt: skip
 
 
-_WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 _FORCE = {"type": "function", "function": {"name": "get_weather"}}
 _STREAM = {"stream": True, "stream_options": {"include_usage": True}}
 TEXT_REQUEST = _chat("Write two short sentences about the sea.", 40)
-TOOL_REQUEST = _chat("What is the weather in Paris?", 48, tools=[_WEATHER],
+TOOL_REQUEST = _chat("What is the weather in Paris?", 48, tools=[WEATHER_TOOL],
                      tool_choice=_FORCE)  # fmt: skip
 # Long on every model tried: SmolLM2-135M writes a story past 300 tokens, but cuts counting short.
 LONG_STREAM_REQUEST = _chat("Write a long story about a dragon who learns to bake bread.", 600,
