@@ -166,6 +166,8 @@ class OpenAIEndpoint:
                 break
             await asyncio.sleep(pause)
             waited += pause
+        if attempts == 1 and error is None and (result.attempts, result.waited_s) == (1, 0.0):
+            return result  # the usual case: nothing to record, no copy
         if error is not None:
             error = dataclasses.replace(error, attempts=attempts, waited_s=waited)
         final: Retryable = dataclasses.replace(
