@@ -106,7 +106,8 @@ async def _startup(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) 
 
 async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
     opts = numerics.NumericsConfig(prompts=numerics.PROMPTS[: cfg.numerics_prompts])
-    return numerics.evaluate(await numerics.collect(pair, cfg, opts), cfg.policy)
+    evidence = await numerics.collect(pair, cfg, opts, replica=pair.replica)
+    return numerics.evaluate(evidence, cfg.policy)
 
 
 async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
@@ -172,10 +173,21 @@ async def run(
         )
     baseline = OpenAIEndpoint("baseline", b_url, api_key_env=cfg.baseline.api_key_env)
     candidate = OpenAIEndpoint("candidate", c_url, api_key_env=cfg.candidate.api_key_env)
+    replica = (
+        OpenAIEndpoint(
+            "baseline-replica",
+            normalise_url(cfg.baseline_replica.url),
+            api_key_env=cfg.baseline_replica.api_key_env,
+        )
+        if cfg.baseline_replica is not None
+        else None
+    )
     started, t0 = datetime.now(UTC), time.perf_counter()
     try:
         b_pre = await preflight(baseline, cfg.probe_deadline_s)
         c_pre = await preflight(candidate, cfg.probe_deadline_s)
+        if replica is not None:
+            await preflight(replica, cfg.probe_deadline_s)
         model = _choose_model(cfg, b_pre, c_pre)
         writer = (
             RunWriter.start(
@@ -190,7 +202,7 @@ async def run(
             else None
         )
         recorder: Recorder = writer if writer is not None else NullRecorder()
-        pair = EndpointPair(baseline, candidate, model=model, recorder=recorder)
+        pair = EndpointPair(baseline, candidate, model=model, recorder=recorder, replica=replica)
         try:
             async with asyncio.timeout(cfg.run_deadline_s):
                 results = await run_gates(pair, cfg, progress)
@@ -226,3 +238,5 @@ async def run(
     finally:
         await baseline.aclose()
         await candidate.aclose()
+        if replica is not None:
+            await replica.aclose()

@@ -149,3 +149,23 @@ def test_demo_passes_the_benign_change_and_catches_the_mixed_dtype_bug(tmp_path:
     benign = json.loads((tmp_path / "demo" / "mmap-off.json").read_text())
     buggy = json.loads((tmp_path / "demo" / "mixed-dtype.json").read_text())
     assert (benign["verdict"], buggy["verdict"]) == ("pass", "fail")
+
+
+def test_a_baseline_replica_joins_the_noise_floor(
+    clean_engine: RunningEngine,
+    benign_engine: RunningEngine,
+    mixed_dtype_engine: RunningEngine,
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "replica.json"
+    proc = servegate(
+        *("gate", "--baseline", clean_engine.base_url, "--candidate", mixed_dtype_engine.base_url),
+        *("--baseline-replica", benign_engine.base_url, "--gates", "numerics"),
+        *("--numerics-prompts", "2", "--json", str(out), "--no-store", "--quiet"),
+    )
+    assert proc.returncode == 1, proc.stderr
+    [numerics] = json.loads(out.read_text())["gates"]
+    assert numerics["metrics"]["aa_source"] == "same-endpoint+replica"
+    assert numerics["metrics"]["aa_pairs"] == 4
+    assert numerics["metrics"]["aa_exact_match_rate"] == 1.0
+    assert numerics["status"] == "fail"

@@ -43,6 +43,13 @@ def _gates(value: str) -> tuple[str, ...]:
     metavar="URL",
     help="Candidate base URL (the change under test).",
 )
+@click.option(
+    "--baseline-replica",
+    "replica_url",
+    default=None,
+    metavar="URL",
+    help="A second baseline server: its disagreement joins the A/A noise floor.",
+)
 @click.option("--model", default=None, help="Model name to send (default: first model both list).")
 @click.option(
     "--json",
@@ -128,6 +135,7 @@ def _gates(value: str) -> tuple[str, ...]:
 def gate(
     baseline_url: str,
     candidate_url: str,
+    replica_url: str | None,
     model: str | None,
     json_path: Path | None,
     api_key_env: str | None,
@@ -170,6 +178,11 @@ def gate(
                     "url": candidate_url,
                     "api_key_env": candidate_api_key_env or api_key_env,
                 },
+                "baseline_replica": (
+                    {"url": replica_url, "api_key_env": baseline_api_key_env or api_key_env}
+                    if replica_url
+                    else None
+                ),
                 "model": model,
                 "gates": gates,
                 "suite": suite,

@@ -49,6 +49,7 @@ class GateConfig(_Frozen):
 
     baseline: EndpointConfig
     candidate: EndpointConfig
+    baseline_replica: EndpointConfig | None = None
     model: str | None = None
     gates: tuple[str, ...] = ("startup", "numerics", "golden", "context")
     suite: Path | None = None

@@ -58,6 +58,8 @@ class EndpointPair:
     model: str | None = None
     recorder: Recorder = field(default_factory=NullRecorder)
     isolate: bool = True
+    # A second baseline server, when given: its disagreement with the baseline joins the A/A floor.
+    replica: Endpoint | None = None
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The request as sent: with the model filled in when one is set."""
