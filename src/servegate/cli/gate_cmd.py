@@ -120,6 +120,13 @@ def _gates(value: str) -> tuple[str, ...]:
     help="Words in the over-long prompt that must be rejected (set above the context).",
 )
 @click.option(
+    "--numerics-prompts",
+    default=12,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many of the shipped numerics prompts to send (fewer is faster, less thorough).",
+)
+@click.option(
     "--db",
     default=str(DEFAULT_DB),
     show_default=True,
