@@ -139,7 +139,7 @@ def variants() -> None:
     click.echo("variants (--variant):")
     for name, variant in VARIANTS.items():
         marker = " [demo's benign candidate]" if name == BENIGN_VARIANT else ""
-        click.echo(f"  {name:<12} {variant.description}{marker}")
+        click.echo(f"  {name:<17} {variant.description}{marker}")
     click.echo("faults (--fault):")
     for name, spec in FAULTS.items():
-        click.echo(f"  {name:<12} {spec.description}")
+        click.echo(f"  {name:<17} {spec.description}")
