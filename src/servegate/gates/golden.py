@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
-from servegate.probes import Probe, Suite, check_probe, default_suite, load_suite
+from servegate.probes import (
+    Probe,
+    ProbeOutcome,
+    Suite,
+    check_probe,
+    default_suite,
+    load_suite,
+)
 from servegate.stats import PairedCounts, mcnemar_exact, wilson_interval
 from servegate.stats.degeneration import degeneration_metrics, is_severe, punctuation_soup
 from servegate.verdict.model import Finding, GateResult, Severity, Status
@@ -40,6 +48,15 @@ class Observation:
     probe: Probe
     baseline: Completion
     candidate: Completion
+
+    # Judging, findings and the paired rates all need these: check the assertions once.
+    @cached_property
+    def baseline_passed(self) -> bool:
+        return check_probe(self.probe, self.baseline, self.baseline).passed
+
+    @cached_property
+    def candidate_outcome(self) -> ProbeOutcome:
+        return check_probe(self.probe, self.candidate, self.baseline)
 
 
 @dataclass(frozen=True)
@@ -85,9 +102,9 @@ def judge(obs: Observation) -> ProbeStatus:
     """Per-probe status relative to the baseline."""
     if obs.baseline.error is not None and obs.baseline.error.category not in ("rejected",):
         return ProbeStatus.INCONCLUSIVE
-    if not check_probe(obs.probe, obs.baseline, obs.baseline).passed:
+    if not obs.baseline_passed:
         return ProbeStatus.BASELINE_FAIL
-    if check_probe(obs.probe, obs.candidate, obs.baseline).passed:
+    if obs.candidate_outcome.passed:
         return ProbeStatus.PASS
     return ProbeStatus.REGRESSED
 
@@ -141,7 +158,7 @@ def _probe_findings(obs: Observation, status: ProbeStatus, ev: GoldenEvidence) -
             )
         )
     if status is ProbeStatus.REGRESSED:
-        failed = check_probe(obs.probe, c, b).failures
+        failed = obs.candidate_outcome.failures
         if out:  # degeneration already reported: do not count the same symptom twice
             failed = tuple(f for f in failed if not f.startswith("no-degeneration"))
         if failed:
@@ -222,8 +239,8 @@ def _paired(observations: Sequence[Observation]) -> PairedCounts:
     """Pass/fail pairs over probes whose baseline request succeeded."""
     judged = [o for o in observations if o.baseline.ok]
     return PairedCounts.from_outcomes(
-        [check_probe(o.probe, o.baseline, o.baseline).passed for o in judged],
-        [check_probe(o.probe, o.candidate, o.baseline).passed for o in judged],
+        [o.baseline_passed for o in judged],
+        [o.candidate_outcome.passed for o in judged],
     )
 
 
