@@ -106,8 +106,8 @@ async def _startup(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) 
 
 async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
     opts = numerics.NumericsConfig(prompts=numerics.PROMPTS[: cfg.numerics_prompts])
-    evidence = await numerics.collect(pair, cfg, opts, replica=pair.replica)
-    return numerics.evaluate(evidence, cfg.policy)
+    evidence = await numerics.collect(pair, cfg, opts)
+    return numerics.evaluate(evidence, cfg.policy, strict=cfg.strict)
 
 
 async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:

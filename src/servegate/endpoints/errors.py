@@ -6,8 +6,9 @@ Categories (FAULTS.md): infra (refused/DNS), timeout (no headers before the dead
 error object), stream_error (an error event inside a stream), truncated (stream closed without
 [DONE]), decode (invalid UTF-8), parse (data that is not JSON), schema (JSON of the wrong shape),
 too_large (event or body over the size cap), protocol (wrong content type, redirect), tool_index
-(ambiguous tool-call delta), non_finite_logprob, embedding_invalid, cancelled, tls (certificate or
-handshake failure: never retried, never worked around by disabling verification).
+(ambiguous tool-call delta), non_finite_logprob, embedding_invalid, cancelled, tls (certificate
+or handshake failure: never retried, never worked around by disabling verification), not_sent
+(servegate chose not to send it: the side had timed out on several requests in a row).
 
 Exceptions (the whole tree):
     Exception
@@ -44,6 +45,7 @@ class ErrorCategory(StrEnum):
     EMBEDDING_INVALID = "embedding_invalid"
     CANCELLED = "cancelled"
     TLS = "tls"
+    NOT_SENT = "not_sent"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,9 +31,8 @@ from servegate.gates.context_plan import (
     Step,
     full_grid,
     steps,
-    timed_out,
 )
-from servegate.gates.pair import EndpointPair
+from servegate.gates.pair import EndpointPair, timed_out
 
 __all__ = [
     "LONG_STREAM_REQUEST",
@@ -81,6 +80,13 @@ async def _run_side(
     return tuple([await _send(pair, ep, step, i, deadline_s) for i in range(len(step.requests))])
 
 
+def _hung(step: Step, runs: Sequence[Completion]) -> bool:
+    """A run timed out, other than the cancel probe's deliberate cut."""
+    return any(
+        timed_out(r) for i, r in enumerate(runs) if not (step.kind is Kind.CANCEL and i == 1)
+    )
+
+
 def _spent_s(runs: Sequence[Completion]) -> float:
     return sum(((r.timing.done_ns or r.timing.sent_ns) - r.timing.sent_ns) / 1e9 for r in runs)
 
@@ -104,13 +110,14 @@ async def collect(
         length = step.needle.target_tokens if step.needle is not None else None
         c: tuple[Completion, ...] = ()  # not sent: it would only hang again
         if length is None or hung_at is None or length < hung_at:
-            # A hanging candidate must not cost the full deadline on every probe: it gets a
-            # multiple of the baseline's time for the same work, floored by the probe deadline.
-            slack = max(cfg.probe_deadline_s, plan.candidate_deadline_factor * _spent_s(b))
-            c = await _run_side(
-                pair, pair.candidate, step, min(cfg.request_deadline_s, slack), plan
-            )
-            if length is not None and any(timed_out(r) for r in c):
+            # Time is not content: the candidate gets a multiple of the baseline's own time for
+            # the same work (floored by the probe deadline) and one retry before it is hung.
+            slack = max(cfg.probe_deadline_s, cfg.policy.timeout_latency_factor * _spent_s(b))
+            for _ in range(2):
+                c = await _run_side(pair, pair.candidate, step, slack, plan)
+                if not _hung(step, c):
+                    break
+            if length is not None and _hung(step, c):
                 hung_at = min(hung_at or length, length)
         request = pair.body(step.requests[-1])
         if step.kind is Kind.PREFIX_CACHE and plan.cache_needle in plan.needles:

@@ -19,11 +19,12 @@ from servegate.gates.context_plan import (
     ContextPlan,
     Kind,
     Observation,
-    timed_out,
 )
 from servegate.gates.evidence import curl, describe
 from servegate.gates.golden import ProbeStatus
-from servegate.verdict.model import Finding, GateResult, MetricValue, Severity, Status
+from servegate.gates.pair import timed_out
+from servegate.verdict.judgement import check, gate_result, not_measured
+from servegate.verdict.model import Finding, GateResult, MetricValue, Severity
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,10 @@ def side_verdict(obs: Observation, runs: Sequence[Completion], plan: ContextPlan
     for label, r in zip(RUN_LABELS[obs.kind], runs, strict=True):
         if r.error is not None and label != "cut":  # the cut is meant to end in a timeout
             why = f"{label} failed ({r.error.category}): {r.error.message[:160]}"
-            return SideVerdict(False, why, errored=True, hung=timed_out(r))
+            if timed_out(r) or r.error.category is ErrorCategory.NOT_SENT:
+                # Time is not content: a hang is judged as a hang, the answer is not measured.
+                return SideVerdict(None, why, errored=True, hung=timed_out(r))
+            return SideVerdict(False, why, errored=True)
     if obs.kind is Kind.NEEDLE:
         assert obs.needle is not None
         found = obs.needle.recalled(runs[0].content)
@@ -146,6 +150,8 @@ def judge(obs: Observation, plan: ContextPlan) -> tuple[ProbeStatus, SideVerdict
     if bad is not None and invalid_arguments(obs.baseline) is None:  # FAULTS 30, on any probe
         why = f"tool-call arguments are not a JSON object: {bad[:200]!r}"
         return ProbeStatus.REGRESSED, b, SideVerdict(False, why, category="invalid_tool_args")
+    if c.hung:
+        return ProbeStatus.INCONCLUSIVE, b, c
     if not b.ok:
         return ProbeStatus.BASELINE_FAIL, b, c
     if c.ok is None:
@@ -179,8 +185,10 @@ def _findings(
     out: list[tuple[str, Severity, str]] = []
     category = c.category or CATEGORY[obs.kind]
     if s is ProbeStatus.REGRESSED:
-        severity = Severity.CRITICAL if c.hung else Severity.MAJOR
-        out.append((category, severity, f"regressed: {c.why} (baseline: {b.why})"))
+        out.append((category, Severity.MAJOR, f"regressed: {c.why} (baseline: {b.why})"))
+    elif c.hung:
+        why = f"{c.why}, after a deadline scaled to the baseline's own time and one retry"
+        out.append(("timeout", Severity.CRITICAL, f"hung: {why} (baseline: {b.why})"))
     elif s is ProbeStatus.INCONCLUSIVE:
         side, why = ("baseline", b.why) if b.ok is None or b.errored else ("candidate", c.why)
         out.append((category, Severity.INFO, f"inconclusive on the {side}: {why}"))
@@ -205,31 +213,46 @@ def _findings(
     ]  # fmt: skip
 
 
-def evaluate(ev: ContextEvidence, policy: Policy) -> GateResult:
-    """Judge every probe relative to the baseline; any regression or leak fails the gate."""
+def evaluate(ev: ContextEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
+    """Judge every probe relative to the baseline: a regression or a leak fails the gate, a hang
+    counts as a hang (never as a content regression), and what was not measured is listed."""
     judged = [(o, *judge(o, ev.plan)) for o in ev.observations]
     findings = [f for o, s, b, c in judged for f in _findings(o, ev.candidate_url, s, b, c)]
     metrics = _metrics(judged)
-    blocking = [f for f in findings if f.blocking]
-    if all(s is ProbeStatus.INCONCLUSIVE for _, s, _, _ in judged):
-        status, summary = Status.INCONCLUSIVE, "no probe could be judged"
-    elif blocking:
-        status = Status.FAIL
-        summary = f"{len(blocking)} blocking finding(s): " + "; ".join(
-            f"{f.probe}: {f.category}" for f in blocking[:3]
-        )
-    else:
-        status = Status.PASS
-        summary = (
-            f"{metrics['pass']} pass, {metrics['baseline_fail']} baseline-fail, "
-            f"{metrics['inconclusive']} inconclusive; needles found: baseline "
-            f"{metrics['needles_found_baseline']}, candidate {metrics['needles_found_candidate']}"
-            f" of {metrics['needles']}"
-        )
+    regressed = [o.probe for o, s, _, _ in judged if s is ProbeStatus.REGRESSED]
+    other = [f for f in findings if f.blocking and f.category != "timeout"]
+    hangs = sum(1 for f in findings if f.category == "timeout")
+    scored = [o for o, s, _, _ in judged if s is not ProbeStatus.INCONCLUSIVE]
+    rb, rc = metrics["needle_recall_baseline"], metrics["needle_recall_candidate"]
+    recall_known = isinstance(rb, float) and isinstance(rc, float)
+    checks = [
+        check("regressions", "probes regressed", core=True,
+              failed=bool(regressed or other) if scored else None,
+              candidate=f"{len(regressed)} of {len(scored)} judged", limit="0",
+              reason="; ".join(f"{f.probe}: {f.category}" for f in other[:3])),
+        check("needle_recall", "long-context recall", row="long-context recall",
+              failed=(float(rc) < float(rb)) if recall_known else None,  # type: ignore[arg-type]
+              baseline=_pct(rb), candidate=_pct(rc), limit="not lower than baseline",
+              reason="no needle answered on both sides" if not recall_known else
+              ("the candidate recalled fewer needles" if recall_known and
+               float(rc) < float(rb) else "")),  # type: ignore[arg-type]
+        check("hangs", "requests that hung", failed=hangs > policy.hangs_max,
+              candidate=str(hangs), limit=f"≤ {policy.hangs_max}", policy_key="hangs_max",
+              row="hangs"),
+    ]  # fmt: skip
+    unjudged = [(o, b, c) for o, s, b, c in judged if s is ProbeStatus.INCONCLUSIVE]
+    if unjudged:
+        why = "; ".join(f"{o.probe}: {(b if b.ok is None or b.errored else c).why}"
+                        for o, b, c in unjudged)[:500]  # fmt: skip
+        checks.append(not_measured("unjudged_probes", "probes that could not be judged", why))
     rows = [{"probe": o.probe, "kind": str(o.kind), "status": str(s), "baseline": b.why,
              "candidate": c.why} for o, s, b, c in judged]  # fmt: skip
-    return GateResult(name=NAME, status=status, summary=summary, metrics=metrics,
-                      findings=tuple(findings), details={"probes": rows})  # fmt: skip
+    return gate_result(NAME, checks, strict=strict, findings=findings, metrics=metrics,
+                       details={"probes": rows})  # fmt: skip
+
+
+def _pct(value: MetricValue) -> str:
+    return f"{value:.0%}" if isinstance(value, float) else "-"
 
 
 Judged = tuple[Observation, ProbeStatus, SideVerdict, SideVerdict]
@@ -238,7 +261,9 @@ Judged = tuple[Observation, ProbeStatus, SideVerdict, SideVerdict]
 def _metrics(judged: Sequence[Judged]) -> dict[str, MetricValue]:
     count = {s: sum(1 for _, x, _, _ in judged if x is s) for s in ProbeStatus}
     needles = [(o, b, c) for o, _, b, c in judged if o.kind is Kind.NEEDLE]
-    answered = [(b, c) for _, b, c in needles if b.ok is not None and not b.errored]
+    answered = [
+        (b, c) for _, b, c in needles if b.ok is not None and not b.errored and c.ok is not None
+    ]
     tokens = [r.usage.prompt_tokens for o, _, _ in needles for r in o.baseline if r.usage]
     out: dict[str, MetricValue] = {
         "probes": len(judged),

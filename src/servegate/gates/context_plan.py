@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.gates.capabilities import WEATHER_TOOL
 from servegate.probes.needles import POSITIONS, Needle, Position, make_needle, needle_grid
@@ -61,7 +60,6 @@ LONG_STREAM_REQUEST = _chat("Write a long story about a dragon who learns to bak
                             stream=True)  # fmt: skip
 AFTER_CANCEL_REQUEST = _chat("Name the capital of France in one word.", 12)
 REASONING_REQUEST = _chat("Is 91 a prime number? Think step by step.", 48)
-_HUNG = (ErrorCategory.TIMEOUT, ErrorCategory.STALLED)
 THINK_TAG = re.compile(r"</?\s*(think|thinking|reasoning|thought)\s*>", re.IGNORECASE)
 
 
@@ -85,7 +83,6 @@ class ContextPlan:
     cache_max_tokens: int = 48
     hit_ttft_ratio_max: float = 0.5  # a hit is proven when its TTFT is at most this × the miss's
     cancel_after_s: float = 1.5  # streaming time before the cut, after a short answer's latency
-    candidate_deadline_factor: float = 4.0  # × the baseline's time, floored by the probe deadline
 
 
 @dataclass(frozen=True)
@@ -142,8 +139,3 @@ def steps(plan: ContextPlan) -> tuple[Step, ...]:
         Step("cancel", Kind.CANCEL, (AFTER_CANCEL_REQUEST, LONG_STREAM_REQUEST)),
         Step("reasoning", Kind.REASONING, (REASONING_REQUEST,)),
     )
-
-
-def timed_out(r: Completion) -> bool:
-    """The request hung: no answer (timeout) or silence after the headers (stalled)."""
-    return r.error is not None and r.error.category in _HUNG

@@ -1,11 +1,16 @@
-"""Gate 2, numerics: the math did not move beyond the noise.
+"""Gate 2, numerics: the math did not move beyond the noise — and where it moved, why.
 
-Greedy tokens with top-k logprobs from both sides on a fixed prompt set. At the first divergence
-the baseline's own distribution says whether the flip was a near-tie (benign) or a confident
-disagreement (a bug); drift on the common prefix is judged against the A/A floor (noise.py) plus
-an absolute epsilon. Teacher-forced cross-scoring (echo logprobs) shows how unlikely the baseline
-finds the candidate's text (`,,,,,,,,` has a huge NLL). Anything unmeasured is reported as
-inconclusive, never counted as a pass.
+Greedy tokens with top-k logprobs from both sides on a fixed prompt set, judged on two axes:
+
+- *magnitude*: at each first divergence the baseline's own distribution says whether the flip
+  was a near-tie (benign: a kernel change can do that) or a confident disagreement (a bug), and
+  the mean |Δlogprob| on the common prefix must stay within `noise_k × floor + tolerance`, the
+  floor being the baseline's drift against itself along its own paths (noise.py);
+- *direction*: the perplexity shift on fixed reference texts and cross-scoring of divergent
+  answers (perplexity.py): a systematic shift fails even when greedy text is unchanged.
+
+Every divergence is explained in the result; anything unmeasured is listed, and a missing core
+measurement (token comparison, |Δlogprob|, perplexity) makes the gate inconclusive.
 """
 
 from __future__ import annotations
@@ -15,25 +20,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servegate.config.models import GateConfig, Policy
-from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion, Embeddings, TokenLogprob
 from servegate.gates.evidence import curl, describe, excerpt
-from servegate.gates.noise import (
-    NAME,
-    CrossScore,
-    NoiseFloor,
-    ProbeRequest,
-    TokenComparison,
-    compare,
-    cosine,
-    non_finite,
-    tail_nll,
-    token_pair,
-)
+from servegate.gates.noise import NAME, PATHS, NoiseFloor, ProbeRequest
 from servegate.gates.noise import collect as collect_noise
-from servegate.gates.pair import Api, EndpointPair
-from servegate.stats.noise import drift_threshold
-from servegate.verdict.model import Finding, GateResult, MetricValue, Severity, Status
+from servegate.gates.pair import Api, EndpointPair, timed_out
+from servegate.gates.perplexity import (
+    CrossScore,
+    TextScore,
+    alignment,
+    cross_score,
+    perplexity_shift,
+    score_texts,
+)
+from servegate.gates.tokens import TokenComparison, compare, cosine, non_finite, token_pair
+from servegate.verdict.judgement import at_most, check, gate_result, not_measured
+from servegate.verdict.model import Check, Divergence, Finding, GateResult, MetricValue, Severity
 
 PROMPTS: tuple[tuple[str, str], ...] = (
     ("capital", "What is the capital of France?"),
@@ -50,25 +52,20 @@ PROMPTS: tuple[tuple[str, str], ...] = (
     ("reasoning", "A train travels 60 km in one hour. How far does it go in three hours?"),
 )
 EMBEDDING_INPUTS = ("The quick brown fox jumps over the lazy dog.", "北京是中国的首都。")
-# Echo scoring is checked on this prompt first: the echoed logprobs of a greedy continuation must
-# equal its generation logprobs (llama-cpp-python 0.3 reports them one position late for models
-# without BOS, which would make cross-scoring meaningless).
-ALIGNMENT_PROMPT = "1, 2, 3, 4, 5, 6, 7,"
-ALIGNMENT_MAX_NATS = 0.1
-NEAR_TIE_NATS = 0.5  # a flip whose baseline gap is below this is a near-tie (benign)
-DLOGPROB_EPSILON_NATS = 0.02  # absolute epsilon, mean |Δlogprob| on the common prefix
-CROSS_NLL_EXCESS_NATS = 1.0  # candidate text's NLL/token under the baseline minus its own text's
-COSINE_MIN = 1.0 - 1e-3
+ROW_DRIFT = "numerical drift"
+ROW_PERPLEXITY = "perplexity shift"
+ROW_HANGS = "hangs"
 
 
 @dataclass(frozen=True)
 class NumericsConfig:
-    """What the numerics gate sends; thresholds live in the module constants and `Policy`."""
+    """What the numerics gate sends; every threshold lives in `Policy`."""
 
     prompts: tuple[tuple[str, str], ...] = PROMPTS
     max_tokens: int = 24
     top_logprobs: int = 5
     measure_noise: bool = True
+    perplexity: bool = True
     cross_scoring: bool = True
     embeddings: bool = True
 
@@ -87,7 +84,10 @@ class NumericsEvidence:
     noise: NoiseFloor
     baseline_url: str
     candidate_url: str
-    alignment_nats: dict[str, float | None] = field(default_factory=dict)  # per side; None: no echo
+    model: str | None = None
+    # per side: mean |echo − generation logprob| on a greedy continuation; None: no echo
+    alignment_nats: dict[str, float | None] = field(default_factory=dict)
+    texts: tuple[TextScore, ...] = ()
     embeddings: tuple[Embeddings, Embeddings | None] | None = None  # candidate None: not asked
 
 
@@ -98,41 +98,6 @@ def probe_request(api: Api, prompt: str, opts: NumericsConfig) -> dict[str, Any]
         messages = [{"role": "user", "content": prompt}]
         return {**body, "messages": messages, "logprobs": True, "top_logprobs": opts.top_logprobs}
     return {**body, "prompt": prompt, "logprobs": opts.top_logprobs}
-
-
-def _echo(text: str) -> dict[str, Any]:
-    return {"prompt": text, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
-
-
-async def _send(
-    pair: EndpointPair, ep: Endpoint, body: dict[str, Any], probe: str, deadline_s: float
-) -> Completion:
-    return await pair.send(ep, "completions", body, gate=NAME, probe=probe, deadline_s=deadline_s)
-
-
-async def _alignment(pair: EndpointPair, ep: Endpoint, deadline_s: float) -> float | None:
-    """Mean |echo logprob - generation logprob| over a greedy continuation; None without echo."""
-    body = {"prompt": ALIGNMENT_PROMPT, "max_tokens": 6, "temperature": 0, "logprobs": 1}
-    gen = await _send(pair, ep, body, "align", deadline_s)
-    if not gen.ok or not gen.logprobs or not gen.text:
-        return None
-    echoed = await _send(pair, ep, _echo(ALIGNMENT_PROMPT + gen.text), "align", deadline_s)
-    tail = (echoed.prompt_logprobs or ())[-len(gen.logprobs) :]
-    if not echoed.ok or len(tail) != len(gen.logprobs) or any(t is None for t in tail):
-        return None
-    pairs = zip(tail, gen.logprobs, strict=True)
-    return sum(abs(t.logprob - g.logprob) for t, g in pairs if t is not None) / len(tail)
-
-
-def _aligned(error_nats: float | None) -> bool:
-    return error_nats is not None and error_nats <= ALIGNMENT_MAX_NATS
-
-
-async def _score(
-    pair: EndpointPair, ep: Endpoint, probe: str, prompt: str, text: str, deadline_s: float
-) -> float | None:
-    r = await _send(pair, ep, _echo(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
-    return tail_nll(r.prompt_logprobs, text) if r.ok else None
 
 
 async def plan(
@@ -149,32 +114,27 @@ async def plan(
     return tuple(ProbeRequest(p, api, probe_request(api, t, opts)) for p, t in opts.prompts)
 
 
+def _prompt_of(req: ProbeRequest) -> str:
+    body = req.body
+    return str(body["messages"][-1]["content"] if "messages" in body else body["prompt"])
+
+
 async def collect(
     pair: EndpointPair,
     cfg: GateConfig,
     opts: NumericsConfig | None = None,
     *,
-    replica: Endpoint | None = None,
     noise: NoiseFloor | None = None,
 ) -> NumericsEvidence:
-    """A/A floor (unless given), then each prompt to baseline and candidate, then cross-scoring."""
+    """The noise floor (unless given), each prompt to the candidate, then perplexity, cross-scoring
+    of divergent answers and embeddings."""
     opts = opts or NumericsConfig()
     dl = cfg.request_deadline_s
     requests = await plan(pair, opts, dl)
-    # Every request is isolated, so the A/A pass's first baseline answer is as good a baseline
-    # observation as a third request would be: reuse it and spare the baseline a third pass.
     firsts: dict[str, Completion] = {}
     if noise is None:
-        noise = NoiseFloor.zero()
-        if opts.measure_noise or replica is not None:
-            noise = await collect_noise(
-                pair,
-                requests,
-                deadline_s=dl,
-                replica=replica,
-                same_endpoint=opts.measure_noise,
-                firsts=firsts,
-            )
+        paths = PATHS if opts.measure_noise else ()
+        noise = await collect_noise(pair, requests, deadline_s=dl, paths=paths, firsts=firsts)
     observations = []
     for req in requests:
         b = firsts.get(req.probe)
@@ -183,15 +143,25 @@ async def collect(
                 pair.baseline, req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl
             )
         c = await pair.send(
-            pair.candidate, req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl
+            pair.candidate,
+            req.api,
+            req.body,
+            gate=NAME,
+            probe=req.probe,
+            deadline_s=dl,
+            reference=b,
         )
         observations.append(Observation(req, b, c))
-    alignment: dict[str, float | None] = {}
-    if opts.cross_scoring and requests:
+    aligned: dict[str, float | None] = {}
+    texts: tuple[TextScore, ...] = ()
+    if (opts.perplexity or opts.cross_scoring) and requests:
         for ep in (pair.baseline, pair.candidate):
-            alignment[ep.name] = await _alignment(pair, ep, dl)
-        if _aligned(alignment.get(pair.baseline.name)):
-            observations = [await _cross(pair, o, dl, alignment) for o in observations]
+            aligned[ep.name] = await alignment(pair, ep, dl)
+    echo = all(aligned.get(ep.name) is not None for ep in (pair.baseline, pair.candidate))
+    if opts.perplexity and echo:
+        texts = await score_texts(pair, dl)
+    if opts.cross_scoring and echo:
+        observations = [await _cross(pair, o, dl) for o in observations]
     emb = None
     if opts.embeddings:
         body = pair.body({"input": list(EMBEDDING_INPUTS)})
@@ -202,26 +172,22 @@ async def collect(
         noise,
         pair.baseline.base_url,
         pair.candidate.base_url,
-        alignment,
+        pair.model,
+        aligned,
+        texts,
         emb,
     )
 
 
-async def _cross(
-    pair: EndpointPair, obs: Observation, dl: float, alignment: dict[str, float | None]
-) -> Observation:
+async def _cross(pair: EndpointPair, obs: Observation, dl: float) -> Observation:
     b, c = obs.baseline, obs.candidate
     if not (b.ok and c.ok and b.text and c.text) or b.text == c.text:
         return obs
-    body = obs.request.body
-    prompt = str(body["messages"][-1]["content"] if "messages" in body else body["prompt"])
-    scores: list[float | None] = []
-    for ep in (pair.baseline, pair.candidate):
-        aligned = _aligned(alignment.get(ep.name))
-        for text in (b.text, c.text):
-            p = obs.request.probe
-            scores.append(await _score(pair, ep, p, prompt, text, dl) if aligned else None)
-    return Observation(obs.request, b, c, CrossScore(*scores))
+    score = await cross_score(pair, obs.request.probe, _prompt_of(obs.request), b.text, c.text, dl)
+    return Observation(obs.request, b, c, score)
+
+
+# --- judgement --------------------------------------------------------------------------------
 
 
 def _at(tokens: Sequence[TokenLogprob], div: int) -> str:
@@ -237,72 +203,287 @@ def _finding(
     url = ev.candidate_url if side == "candidate" else ev.baseline_url
     kw.setdefault("baseline_excerpt", describe(o.baseline))
     kw.setdefault("candidate_excerpt", describe(o.candidate))
+    body = {**o.request.body, **({"model": ev.model} if ev.model else {})}
     return Finding(
         probe=o.request.probe,
         category=category,
         severity=kw.pop("severity", Severity.MAJOR),
         side=side,
         message=message,
-        curl=curl(url, o.request.api, o.request.body),
+        curl=curl(url, o.request.api, body),
         **kw,
     )
 
 
-def _note(probe: str, category: str, message: str) -> Finding:
-    return Finding(probe=probe, category=category, severity=Severity.INFO, message=message)
+@dataclass
+class _Probes:
+    """Each observation sorted into what can be compared and what cannot, with findings."""
+
+    compared: list[tuple[Observation, TokenComparison]]
+    findings: list[Finding]
+    unjudged: list[str]  # "probe: why" of probes with no comparison
+    hangs: int
 
 
-def _probe(o: Observation, ev: NumericsEvidence) -> tuple[list[Finding], TokenComparison | None]:
-    """Findings of one probe that need no floor, and its token comparison when there is one."""
-    out = [
-        _finding(
-            o,
-            ev,
-            "non_finite",
-            f"the {side} returned NaN or infinite logprobs",
-            side=side,
-            severity=Severity.CRITICAL,
-        )
-        for side, c in (("baseline", o.baseline), ("candidate", o.candidate))
-        if non_finite(c)
-    ]
-    if out:
-        return out, None
-    if not o.baseline.ok:
-        return [_note(o.request.probe, "not_judged", f"baseline: {describe(o.baseline)}")], None
-    if not o.candidate.ok:
-        return [
-            _finding(o, ev, "request_error", "the candidate failed; the baseline answered")
-        ], None
-    tokens = token_pair(o.baseline, o.candidate)
-    if tokens is None:
-        return [_note(o.request.probe, "inconclusive", "a side returned no token logprobs")], None
-    return [], compare(o.request.probe, *tokens)
+def _sort(ev: NumericsEvidence) -> _Probes:
+    out = _Probes([], [], [], 0)
+    for o in ev.observations:
+        bad = [
+            side
+            for side, c in (("baseline", o.baseline), ("candidate", o.candidate))
+            if non_finite(c)
+        ]
+        if "candidate" in bad:
+            msg = "the candidate returned NaN or infinite logprobs"
+            out.findings.append(_finding(o, ev, "non_finite", msg, severity=Severity.CRITICAL))
+        if bad:
+            out.unjudged.append(f"{o.request.probe}: NaN/Inf logprobs on the {bad[0]}")
+            continue
+        if not o.baseline.ok:
+            out.unjudged.append(f"{o.request.probe}: baseline {describe(o.baseline)}")
+            continue
+        if timed_out(o.candidate):
+            out.hangs += 1
+            out.findings.append(
+                _finding(
+                    o,
+                    ev,
+                    "timeout",
+                    "the candidate did not answer within "
+                    "its deadline, scaled to the baseline's latency, twice",
+                    severity=Severity.CRITICAL,
+                )
+            )
+            continue
+        if not o.candidate.ok:
+            out.unjudged.append(f"{o.request.probe}: candidate {describe(o.candidate)}")
+            if o.candidate.error is not None and o.candidate.error.category != "not_sent":
+                out.findings.append(
+                    _finding(o, ev, "request_error", "the candidate failed; the baseline answered")
+                )
+            continue
+        tokens = token_pair(o.baseline, o.candidate)
+        if tokens is None:
+            out.unjudged.append(f"{o.request.probe}: a side returned no token logprobs")
+            continue
+        out.compared.append((o, compare(o.request.probe, *tokens)))
+    return out
 
 
-def _flip(o: Observation, cmp: TokenComparison, tie: float, ev: NumericsEvidence) -> Finding:
-    b, c = o.baseline.logprobs or (), o.candidate.logprobs or ()
+def _divergence(o: Observation, cmp: TokenComparison, tie: float) -> Divergence:
     i = cmp.first_divergence or 0
-    where = "outside" if cmp.b_token_in_top is False else "inside"
+    b, c = o.baseline.logprobs or (), o.candidate.logprobs or ()
+    if cmp.early_stop:
+        shorter = "candidate" if cmp.tokens_b < cmp.tokens_a else "baseline"
+        why, blocking = f"one side stopped: the {shorter} ended at token {i}", False
+    elif (cmp.gap_nats or 0.0) > tie:
+        why, blocking = "confident", True
+    else:
+        why, blocking = "near-tie", False
+    note = ""
+    if o.cross is not None and (x := o.cross.excess_nats) is not None:
+        note = f"the baseline finds the candidate's text {x:+.2f} nats/token less likely"
+    return Divergence(
+        gate=NAME,
+        probe=o.request.probe,
+        token_index=i,
+        baseline_token=b[i].token if i < len(b) else None,
+        candidate_token=c[i].token if i < len(c) else None,
+        margin_nats=cmp.margin_nats,
+        gap_nats=cmp.gap_nats,
+        candidate_in_baseline_top_k=cmp.b_token_in_top,
+        baseline_in_candidate_top_k=cmp.a_token_in_top,
+        explanation=why,
+        blocking=blocking,
+        note=note,
+    )
+
+
+def _flip_finding(o: Observation, d: Divergence, tie: float, ev: NumericsEvidence) -> Finding:
+    b, c = o.baseline.logprobs or (), o.candidate.logprobs or ()
+    i = d.token_index or 0
+    where = "inside" if d.candidate_in_baseline_top_k else "outside"
     return _finding(
         o,
         ev,
         "numerics",
-        f"confident disagreement at token {i}: the candidate chose {c[i].token!r} ({where} the "
-        f"baseline's top-k), {cmp.gap_nats:.2f} nats below the baseline's {b[i].token!r} "
-        f"(near-tie limit {tie:.2f}; baseline top-1 − top-2 margin {cmp.margin_nats:.2f} nats)",
+        f"confident disagreement at token {i}: the candidate chose {d.candidate_token!r} ({where}"
+        f" the baseline's top-k), {d.gap_nats:.2f} nats below the baseline's "
+        f"{d.baseline_token!r} (near-tie limit {tie:.2f}; baseline top-1 − top-2 margin "
+        f"{d.margin_nats if d.margin_nats is None else round(d.margin_nats, 2)} nats)",
         baseline_excerpt=_at(b, i),
         candidate_excerpt=_at(c, i),
     )
 
 
-def _embeddings(ev: NumericsEvidence) -> tuple[list[Finding], float | None]:
+def _mean(values: Sequence[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return sum(got) / len(got) if got else None
+
+
+def _fmt(value: float | None, spec: str = ".4f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _magnitude_checks(
+    ev: NumericsEvidence, probes: _Probes, policy: Policy, tie: float
+) -> tuple[list[Check], list[Divergence]]:
+    tol = policy.tolerance_for(ev.model)
+    floor = ev.noise
+    pairs = probes.compared
+    divs = [_divergence(o, c, tie) for o, c in pairs if not c.exact]
+    confident = [d for d in divs if d.blocking]
+    why_none = "no probe returned comparable token logprobs on both sides"
+    flips = at_most(
+        "confident_flips",
+        "confident disagreements at the first divergence",
+        len(confident) / len(pairs) if pairs else None,
+        tol.confident_flip_rate,
+        unit="of probes",
+        fmt=".0%",
+        policy_key="tolerance.confident_flip_rate",
+        baseline=f"near-tie limit {tie:.2f} nats",
+        core=True,
+        why_missing=why_none,
+        limit_text=f"≤ {tol.confident_flip_rate:.0%} (flips above {tie:.2f} nats; "
+        f"{len(divs) - len(confident)} near-tie or early-stop flip(s) are within noise)",
+    )
+    floor_dlp = floor.mean_abs_dlogprob() or 0.0
+    dlp_limit = policy.noise_k * floor_dlp + tol.dlogprob_nats
+    drift = at_most(
+        "prefix_dlogprob",
+        "mean |Δlogprob| on the common prefix",
+        _mean([c.mean_abs_dlogprob for _, c in pairs]),
+        dlp_limit,
+        unit="nats",
+        policy_key="noise_k, tolerance.dlogprob_nats",
+        core=True,
+        row=ROW_DRIFT,
+        baseline=f"floor {floor_dlp:.4f} nats ({floor.source})",
+        limit_text=f"≤ {dlp_limit:.4f} nats ({policy.noise_k:g} × floor {floor_dlp:.4f} + "
+        f"tolerance {tol.dlogprob_nats:g})",
+        why_missing=why_none,
+    )
+    early = [d for d in divs if d.explanation.startswith("one side stopped")]
+    checks = [flips, drift]
+    if early:
+        names = ", ".join(d.probe for d in early)
+        checks.append(
+            not_measured(
+                "early_stops",
+                "divergences where one side stopped early",
+                f"no token to compare at the divergence ({names})",
+            )
+        )
+    if probes.unjudged:
+        checks.append(
+            not_measured(
+                "unjudged_probes",
+                "probes that could not be compared",
+                "; ".join(probes.unjudged)[:500],
+            )
+        )
+    return checks, divs
+
+
+def _perplexity_check(ev: NumericsEvidence, policy: Policy) -> tuple[Check, dict[str, Any]]:
+    title = "perplexity shift on the reference texts"
+    align = {side: ev.alignment_nats.get(side) for side in ("baseline", "candidate")}
+    off = [
+        f"{side} {v if v is None else round(v, 3)}"
+        for side, v in align.items()
+        if v is None or v > policy.echo_alignment_max_nats
+    ]
+    if off:
+        why = (
+            "echo logprobs missing or not aligned with generation logprobs (mean error nats: "
+            f"{', '.join(off)}; limit {policy.echo_alignment_max_nats})"
+        )
+        return not_measured("perplexity_shift", title, why, core=True, row=ROW_PERPLEXITY), {}
+    result = perplexity_shift(ev.texts)
+    info: dict[str, Any] = {
+        "texts_compared": list(result.texts_compared),
+        "texts_unscored": list(result.texts_unscored),
+        "texts_tokenized_differently": list(result.texts_tokenized_differently),
+        "tokens": result.shift.n,
+        "baseline_mean_nll_nats": result.baseline_nll,
+        "shift_nats": result.shift.mean if result.shift.n else None,
+        "stderr_nats": result.shift.stderr,
+        "z": result.shift.z,
+    }
+    s = result.shift
+    if s.z is None:
+        why = "no reference text was scored on both sides with the same tokens"
+        return not_measured("perplexity_shift", title, why, core=True, row=ROW_PERPLEXITY), info
+    tol = policy.tolerance_for(ev.model)
+    z = s.z
+    failed = z > policy.perplexity_z_max and s.mean > tol.perplexity_shift_nats
+    shown = f"{s.mean:+.4f} ± {s.stderr:.4f} nats/token (z {z:+.1f}, {s.n} tokens)"
+    return check(
+        "perplexity_shift",
+        title,
+        failed=failed,
+        candidate=shown,
+        baseline=f"NLL {_fmt(result.baseline_nll, '.3f')} nats/token",
+        limit=f"fails when > {tol.perplexity_shift_nats:g} nats/token and z > "
+        f"{policy.perplexity_z_max:g}",
+        policy_key="tolerance.perplexity_shift_nats, perplexity_z_max",
+        core=True,
+        row=ROW_PERPLEXITY,
+        reason=f"the candidate is systematically worse: {shown}" if failed else "",
+    ), info
+
+
+def _cross_check(
+    ev: NumericsEvidence, policy: Policy
+) -> tuple[Check, list[Finding], dict[str, MetricValue]]:
+    crossed = [(o, o.cross) for o in ev.observations if o.cross is not None]
+    excess = [(o, x) for o, cs in crossed if (x := cs.excess_nats) is not None]
+    tf = [x for _, cs in crossed if (x := cs.teacher_forced_dnll_nats) is not None]
+    metrics: dict[str, MetricValue] = {
+        "cross_nll_excess_max_nats": max((x for _, x in excess), default=None),
+        "cross_nll_excess_mean_nats": _mean([x for _, x in excess]),
+        "teacher_forced_dnll_nats": _mean(tf),
+    }
+    limit = policy.cross_nll_excess_nats
+    findings = [
+        _finding(
+            o,
+            ev,
+            "numerics",
+            f"the baseline finds the candidate's text {x:.2f} nats/token "
+            f"less likely than its own (limit {limit})",
+        )
+        for o, x in excess
+        if x > limit
+    ]
+    why = (
+        "no greedy answer diverged: nothing to cross-score"
+        if not crossed
+        else "echo scores missing for the divergent answers"
+    )
+    if not crossed and ev.alignment_nats.get("baseline") is None:
+        why = "the baseline returned no echo logprobs"
+    result = at_most(
+        "cross_nll_excess",
+        "cross-scored NLL excess of divergent answers",
+        metrics["cross_nll_excess_max_nats"] if excess else None,  # type: ignore[arg-type]
+        limit,
+        unit="nats/token",
+        policy_key="cross_nll_excess_nats",
+        why_missing=why,
+    )
+    return result, findings, metrics
+
+
+def _embedding_check(ev: NumericsEvidence, policy: Policy) -> tuple[Check, list[Finding]]:
+    title = "embeddings cosine"
     if ev.embeddings is None:
-        return [_note("embeddings", "inconclusive", "embeddings not collected")], None
+        return not_measured("embeddings", title, "embeddings not collected"), []
     b, c = ev.embeddings
     if c is None:
         why = f"{b.error.category}: {b.error.message}" if b.error else "no vectors"
-        return [_note("embeddings", "inconclusive", f"no baseline embeddings ({why})")], None
+        return not_measured("embeddings", title, f"the baseline served none ({why})"[:300]), []
     if c.error is not None:
         nan = "NaN" in c.error.message or "Infinity" in c.error.message
         f = Finding(
@@ -312,123 +493,106 @@ def _embeddings(ev: NumericsEvidence) -> tuple[list[Finding], float | None]:
             side="candidate",
             message=f"candidate embeddings failed: {c.error.category}: {c.error.message}",
         )
-        return [f], None
+        return check("embeddings", title, failed=True, reason=f.message), [f]
     cosines = [cosine(u, v) for u, v in zip(b.vectors, c.vectors, strict=False)]
     worst = min(cosines) if cosines and len(b.vectors) == len(c.vectors) else 0.0
-    if worst >= COSINE_MIN:
-        return [], worst
+    low = worst < policy.embedding_cosine_min
+    result = check(
+        "embeddings",
+        title,
+        failed=low,
+        candidate=f"min cosine {worst:.6f}",
+        limit=f"≥ {policy.embedding_cosine_min}",
+        policy_key="embedding_cosine_min",
+        reason=f"cosine {worst:.6f} below {policy.embedding_cosine_min}" if low else "",
+    )
+    if not low:
+        return result, []
     i = cosines.index(worst) if cosines else 0
     f = Finding(
         probe="embeddings",
         category="embedding_drift",
         severity=Severity.MAJOR,
         side="candidate",
-        message=f"embedding cosine {worst:.6f} < {COSINE_MIN} (input {i}) or vectors missing",
+        message=f"embedding cosine {worst:.6f} < "
+        f"{policy.embedding_cosine_min} (input {i}) or vectors missing",
         baseline_excerpt=excerpt(str(b.vectors[i][:4])) if b.vectors else None,
         candidate_excerpt=excerpt(str(c.vectors[i][:4])) if len(c.vectors) > i else None,
     )
-    return [f], worst
+    return result, [f]
 
 
-def _mean(values: Sequence[float | None]) -> float | None:
-    got = [v for v in values if v is not None]
-    return sum(got) / len(got) if got else None
-
-
-def evaluate(ev: NumericsEvidence, policy: Policy) -> GateResult:
-    """Judge flips, prefix drift, cross-NLL, NaN/Inf and embeddings against k × floor + epsilon."""
-    findings: list[Finding] = []
-    pairs: list[tuple[Observation, TokenComparison]] = []
-    for o in ev.observations:
-        found, cmp = _probe(o, ev)
-        findings += found
-        pairs += [(o, cmp)] if cmp is not None else []
+def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
+    """Judge flips, prefix drift, perplexity, cross-NLL, NaN/Inf and embeddings against the
+    noise floor and the policy; explain every divergence."""
+    probes = _sort(ev)
     floor = ev.noise
-    tie = max(NEAR_TIE_NATS, floor.tie_gap_nats)
-    gaps = [(o, c) for o, c in pairs if c.gap_nats is not None]
-    confident = [(o, c) for o, c in gaps if (c.gap_nats or 0.0) > tie]
-    flip_limit = drift_threshold(floor.flip_rate, policy.drift_k, policy.drift_epsilon)
-    if pairs and len(confident) / len(pairs) > flip_limit:
-        findings += [_flip(o, c, tie, ev) for o, c in confident]
-    dlp = _mean([c.mean_abs_dlogprob for _, c in pairs])
-    dlp_limit = policy.drift_k * floor.mean_abs_dlogprob + DLOGPROB_EPSILON_NATS
-    if dlp is not None and dlp > dlp_limit:
-        msg = f"mean |Δlogprob| on the common prefix {dlp:.4f} nats > {dlp_limit:.4f} nats"
-        findings.append(
-            Finding(
-                probe="prefix",
-                category="numerics",
-                severity=Severity.MAJOR,
-                side="candidate",
-                message=msg,
-            )
-        )
-    crossed = [(o, o.cross) for o in ev.observations if o.cross is not None]
-    excess = [(o, x) for o, cs in crossed if (x := cs.excess_nats) is not None]
-    findings += [
-        _finding(
-            o,
-            ev,
-            "numerics",
-            f"the baseline finds the candidate's text {x:.2f} nats/token "
-            f"less likely than its own (limit {CROSS_NLL_EXCESS_NATS})",
-        )
-        for o, x in excess
-        if x > CROSS_NLL_EXCESS_NATS
+    tie = max(policy.near_tie_margin_nats, floor.tie_gap_nats() or 0.0)
+    checks, divergences = _magnitude_checks(ev, probes, policy, tie)
+    by_probe = {o.request.probe: o for o, _ in probes.compared}
+    findings = probes.findings + [
+        _flip_finding(by_probe[d.probe], d, tie, ev) for d in divergences if d.blocking
     ]
-    align = ev.alignment_nats.get("baseline")
-    if not _aligned(align):
-        findings.append(
-            _note(
-                "cross-scoring",
-                "inconclusive",
-                "not judged: baseline echo "
-                f"logprobs missing or off its generation logprobs ({align})",
-            )
-        )
-    found, worst_cosine = _embeddings(ev)
-    findings += found
+    ppl, ppl_info = _perplexity_check(ev, policy)
+    cross, cross_findings, cross_metrics = _cross_check(ev, policy)
+    emb, emb_findings = _embedding_check(ev, policy)
+    findings += cross_findings + emb_findings
+    hangs = check(
+        "hangs",
+        "requests that hung",
+        failed=probes.hangs > policy.hangs_max,
+        candidate=str(probes.hangs),
+        limit=f"≤ {policy.hangs_max}",
+        policy_key="hangs_max",
+        row=ROW_HANGS,
+    )
+    non_finite_fail = any(f.category == "non_finite" and f.blocking for f in probes.findings)
+    errors = [f for f in probes.findings if f.category == "request_error"]
+    checks += [
+        ppl,
+        cross,
+        check("non_finite", "NaN or infinite logprobs on the candidate", failed=non_finite_fail),
+        check(
+            "request_errors",
+            "requests the candidate failed and the baseline answered",
+            failed=bool(errors),
+            candidate=str(len(errors)),
+            limit="0",
+        ),
+        hangs,
+        emb,
+    ]
     if not floor.measured:
-        findings.append(
-            _note(
-                "noise-floor",
-                "inconclusive",
-                "no A/A data: drift judged against the absolute epsilon only",
-            )
-        )
-    tf = [
-        cs.candidate_on_baseline - cs.baseline_on_baseline
-        for _, cs in crossed
-        if cs.candidate_on_baseline is not None and cs.baseline_on_baseline is not None
-    ]
+        why = "no path of the baseline gave comparable answers: limits use the tolerance alone"
+        checks.append(not_measured("noise_floor", "the baseline's noise floor", why))
+    pairs = probes.compared
     metrics: dict[str, MetricValue] = {
         "probes": len(ev.observations),
         "probes_compared": len(pairs),
         "exact_match_rate": _mean([float(c.exact) for _, c in pairs]),
-        "near_tie_flips": len(gaps) - len(confident),
-        "confident_flips": len(confident),
-        "unclassified_divergences": sum(not c.exact for _, c in pairs) - len(gaps),
+        "near_tie_flips": sum(1 for d in divergences if d.explanation == "near-tie"),
+        "confident_flips": sum(1 for d in divergences if d.blocking),
+        "early_stop_divergences": sum(1 for d in divergences if d.explanation.startswith("one")),
         "near_tie_limit_nats": tie,
-        "confident_flip_rate_limit": flip_limit,
-        "mean_abs_dlogprob_nats": dlp,
-        "dlogprob_limit_nats": dlp_limit,
+        "mean_abs_dlogprob_nats": _mean([c.mean_abs_dlogprob for _, c in pairs]),
         "mean_topk_jaccard": _mean([c.topk_jaccard for _, c in pairs]),
-        "cross_nll_excess_max_nats": max((x for _, x in excess), default=None),
-        "teacher_forced_dnll_nats": _mean(tf),
-        "baseline_echo_alignment_nats": align,
-        "embedding_min_cosine": worst_cosine,
+        "baseline_echo_alignment_nats": ev.alignment_nats.get("baseline"),
+        "candidate_echo_alignment_nats": ev.alignment_nats.get("candidate"),
+        **cross_metrics,
         **floor.metrics(),
     }
-    blocking = [f for f in findings if f.blocking]
-    if blocking:
-        status, summary = Status.FAIL, "; ".join(f.message for f in blocking[:2])
-    elif not pairs:
-        status, summary = Status.INCONCLUSIVE, "no probe returned comparable token logprobs"
-    else:
-        status = Status.PASS
-        drift = "n/a" if dlp is None else f"{dlp:.4f}"
-        summary = f"{len(pairs)} probes within the noise: {len(gaps)} near-tie flips, mean "
-        summary += f"|Δlogprob| {drift} nats"
-    return GateResult(
-        name=NAME, status=status, summary=summary, metrics=metrics, findings=tuple(findings)
+    if ppl_info:
+        metrics["perplexity_tokens"] = ppl_info["tokens"]
+        metrics["baseline_reference_nll_nats"] = ppl_info["baseline_mean_nll_nats"]
+        metrics["perplexity_shift_nats"] = ppl_info["shift_nats"]
+        metrics["perplexity_shift_stderr_nats"] = ppl_info["stderr_nats"]
+        metrics["perplexity_shift_z"] = ppl_info["z"]
+    return gate_result(
+        NAME,
+        checks,
+        strict=strict,
+        findings=findings,
+        divergences=divergences,
+        metrics=metrics,
+        details={"perplexity": ppl_info},
     )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
 
@@ -49,6 +50,26 @@ class NullRecorder:
         return None
 
 
+HUNG = (ErrorCategory.TIMEOUT, ErrorCategory.STALLED)
+
+
+def timed_out(r: Completion) -> bool:
+    """The request hung: no answer (timeout) or silence after the headers (stalled)."""
+    return r.error is not None and r.error.category in HUNG
+
+
+def not_sent(side: str, why: str) -> Completion:
+    """The result of a request servegate chose not to send (it is recorded like any other)."""
+    return Completion(status=None, error=RequestError(ErrorCategory.NOT_SENT, why, side=side))
+
+
+def scaled_deadline(deadline_s: float, reference: Completion | None, factor: float) -> float:
+    """The deadline for a request the baseline already answered: at least `factor` times the
+    baseline's own latency for it, so a slower machine is not mistaken for a hang."""
+    took_ms = reference.timing.e2el_ms if reference is not None and reference.ok else None
+    return deadline_s if took_ms is None else max(deadline_s, factor * took_ms / 1e3)
+
+
 @dataclass
 class EndpointPair:
     """Baseline and candidate, the model name to send, and the recorder for this run."""
@@ -60,6 +81,11 @@ class EndpointPair:
     isolate: bool = True
     # A second baseline server, when given: its disagreement with the baseline joins the A/A floor.
     replica: Endpoint | None = None
+    # After this many timeouts in a row a side is hung: it gets no more requests (`not_sent`).
+    hung_after: int = 2
+    # A request the baseline answered gets max(deadline, this × the baseline's latency).
+    timeout_factor: float = 3.0
+    _timeouts_in_a_row: dict[str, int] = field(default_factory=dict)
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The request as sent: with the model filled in when one is set."""
@@ -67,6 +93,10 @@ class EndpointPair:
         if self.model is not None:
             out.setdefault("model", self.model)
         return out
+
+    def hung(self, endpoint: Endpoint) -> bool:
+        """True once `endpoint` timed out on `hung_after` requests in a row."""
+        return self._timeouts_in_a_row.get(endpoint.name, 0) >= self.hung_after
 
     async def send(
         self,
@@ -77,27 +107,67 @@ class EndpointPair:
         gate: str,
         probe: str,
         deadline_s: float,
+        isolate: bool | None = None,
+        reference: Completion | None = None,
     ) -> Completion:
-        """One probe request to one side, isolated and recorded."""
+        """One probe request to one side, isolated (unless `isolate=False`) and recorded.
+
+        With `reference` (the baseline's answer to the same request) the deadline is scaled to
+        the baseline's latency and a timeout is retried once. A side that is hung gets nothing:
+        the result says so (`not_sent`) and is recorded like an answer."""
         body = self.body(request)
-        if self.isolate:
-            await endpoint.completion(self.body(ISOLATION_REQUEST), deadline_s=deadline_s)
-        call = endpoint.chat if api == "chat" else endpoint.completion
-        result = await call(body, deadline_s=deadline_s)
+        if self.hung(endpoint):
+            n = self._timeouts_in_a_row[endpoint.name]
+            result = not_sent(
+                endpoint.name, f"not sent: {endpoint.name} timed out on {n} requests in a row"
+            )
+            self._record(gate, probe, endpoint, api, body, result)
+            return result
+        deadline = scaled_deadline(deadline_s, reference, self.timeout_factor)
+        attempts = 2 if reference is not None else 1
+        for _ in range(attempts):
+            if self.isolate if isolate is None else isolate:
+                await endpoint.completion(self.body(ISOLATION_REQUEST), deadline_s=deadline)
+            call = endpoint.chat if api == "chat" else endpoint.completion
+            result = await call(body, deadline_s=deadline)
+            self._record(gate, probe, endpoint, api, body, result)
+            if not timed_out(result):
+                break
+        hung = timed_out(result)
+        self._timeouts_in_a_row[endpoint.name] = (
+            self._timeouts_in_a_row.get(endpoint.name, 0) + 1 if hung else 0
+        )
+        return result
+
+    def _record(
+        self,
+        gate: str,
+        probe: str,
+        endpoint: Endpoint,
+        api: Api,
+        body: Mapping[str, Any],
+        result: Completion,
+    ) -> None:
         self.recorder.record(
             gate=gate, probe=probe, side=endpoint.name, api=api, request=body, result=result
         )
-        return result
 
     async def both(
         self, api: Api, request: Mapping[str, Any], *, gate: str, probe: str, deadline_s: float
     ) -> tuple[Completion, Completion]:
         """The same request to baseline then candidate, one after the other: sequential so neither
-        side's timing is disturbed by the other on a shared host."""
+        side's timing is disturbed by the other on a shared host. The candidate's deadline is
+        scaled to the baseline's latency."""
         b = await self.send(
             self.baseline, api, request, gate=gate, probe=probe, deadline_s=deadline_s
         )
         c = await self.send(
-            self.candidate, api, request, gate=gate, probe=probe, deadline_s=deadline_s
+            self.candidate,
+            api,
+            request,
+            gate=gate,
+            probe=probe,
+            deadline_s=deadline_s,
+            reference=b,
         )
         return b, c

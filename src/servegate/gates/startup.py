@@ -15,7 +15,8 @@ from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.capabilities import Capability, discover
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
-from servegate.verdict.model import Finding, GateResult, Severity, Status
+from servegate.verdict.judgement import check, gate_result, not_measured
+from servegate.verdict.model import Finding, GateResult, Severity
 
 NAME = "startup"
 READY_REQUEST = {"prompt": "Hello", "max_tokens": 1, "temperature": 0}
@@ -196,7 +197,7 @@ def _capability_findings(ev: StartupEvidence) -> list[Finding]:
     return out
 
 
-def evaluate(ev: StartupEvidence, policy: Policy) -> GateResult:
+def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
     """Judge start-up: readiness, models, the impossible request, lost capabilities."""
     b, c = ev.baseline, ev.candidate
     metrics: dict[str, float | int | str | bool | None] = {
@@ -208,27 +209,28 @@ def evaluate(ev: StartupEvidence, policy: Policy) -> GateResult:
         "candidate_impossible_status": c.impossible.status,
     }
     details = {
-        side.name: {
-            k: {"supported": v.supported, "detail": v.detail} for k, v in side.capabilities.items()
+        "capabilities": {
+            side.name: {
+                k: {"supported": v.supported, "detail": v.detail}
+                for k, v in side.capabilities.items()
+            }
+            for side in (b, c)
         }
-        for side in (b, c)
     }
+    ready_title = "a real 1-token completion on both sides"
     if not b.ready.ok:
         finding = Finding(
             probe="ready",
             category=str(b.ready.error.category) if b.ready.error else "error",
-            severity=Severity.MAJOR,
+            severity=Severity.INFO,
             side=b.name,
             message="the baseline did not answer a 1-token completion; nothing can be judged",
             baseline_excerpt=describe(b.ready),
         )
-        return GateResult(
-            name=NAME,
-            status=Status.INCONCLUSIVE,
-            summary="baseline not ready",
-            metrics=metrics,
-            findings=(finding,),
-            details={"capabilities": details},
+        why = f"the baseline is not ready: {describe(b.ready)}"
+        checks = [not_measured("ready", ready_title, why, core=True)]
+        return gate_result(
+            NAME, checks, strict=strict, findings=[finding], metrics=metrics, details=details
         )
     findings: list[Finding] = []
     if not c.ready.ok:
@@ -243,7 +245,19 @@ def evaluate(ev: StartupEvidence, policy: Policy) -> GateResult:
                 curl=curl(c.base_url, "completions", READY_REQUEST),
             )
         )
-    if b.models and not c.models:
+    checks = [
+        check(
+            "ready",
+            ready_title,
+            failed=not c.ready.ok,
+            core=True,
+            baseline=_ms(b.ready_ms),
+            candidate=_ms(c.ready_ms) if c.ready.ok else describe(c.ready),
+            reason="" if c.ready.ok else "the candidate is not ready",
+        ),
+    ]
+    lost_models = bool(b.models) and not c.models
+    if lost_models:
         findings.append(
             Finding(
                 probe="models",
@@ -253,16 +267,79 @@ def evaluate(ev: StartupEvidence, policy: Policy) -> GateResult:
                 message=f"GET /models answered {c.models_status} with no model list",
             )
         )
-    findings += _impossible_findings(ev, policy)
-    findings += _capability_findings(ev)
-    blocking = [f for f in findings if f.blocking]
-    status = Status.FAIL if blocking else Status.PASS
-    summary = "; ".join(f.message for f in blocking[:2]) if blocking else "both sides serve"
-    return GateResult(
-        name=NAME,
-        status=status,
-        summary=summary,
-        metrics=metrics,
-        findings=tuple(findings),
-        details={"capabilities": details},
+    checks.append(
+        check(
+            "models",
+            "GET /models lists the model",
+            failed=lost_models if b.models else None,
+            baseline=", ".join(b.models) or "-",
+            candidate=", ".join(c.models) or "-",
+            reason="the baseline lists no models" if not b.models else "",
+        )
     )
+    impossible = _impossible_findings(ev, policy)
+    findings += impossible
+    title = "a prompt longer than the context is rejected fast"
+    not_judged = [f for f in impossible if f.category == "not_judged"]
+    checks.append(
+        not_measured("impossible_request", title, not_judged[0].message)
+        if not_judged
+        else check(
+            "impossible_request",
+            title,
+            failed=any(f.blocking for f in impossible),
+            baseline=f"{b.impossible.status} in {b.impossible_ms:.0f} ms",
+            candidate=f"{c.impossible.status} in {c.impossible_ms:.0f} ms",
+            limit=f"rejected within {policy.impossible_reject_s:g} s",
+            policy_key="impossible_reject_s",
+            reason="; ".join(f.message for f in impossible if f.blocking)[:300],
+        )
+    )
+    caps = _capability_findings(ev)
+    findings += caps
+    lost = [f.probe.removeprefix("capability:") for f in caps if f.category == "capability_lost"]
+    unknown = [
+        f.probe.removeprefix("capability:") for f in caps if f.category == "capability_unknown"
+    ]
+    cap_title = "capabilities the baseline has"
+    checks.append(
+        check(
+            "capabilities",
+            cap_title,
+            failed=bool(lost) if b.capabilities else None,
+            baseline=", ".join(k for k, v in b.capabilities.items() if v.supported) or "-",
+            candidate=f"lost: {', '.join(lost)}" if lost else "none lost",
+            reason=f"the candidate refuses {', '.join(lost)}"
+            if lost
+            else "capability discovery did not run"
+            if not b.capabilities
+            else "",
+        )
+    )
+    if unknown:
+        checks.append(
+            not_measured(
+                "capabilities_unknown",
+                "capabilities the candidate did not answer about",
+                f"no answer in time: {', '.join(unknown)}",
+            )
+        )
+    hang = [f for f in impossible if f.category == "timeout"]
+    checks.append(
+        check(
+            "hangs",
+            "requests that hung",
+            failed=len(hang) > policy.hangs_max,
+            candidate=str(len(hang)),
+            limit=f"≤ {policy.hangs_max}",
+            policy_key="hangs_max",
+            row="hangs",
+        )
+    )
+    return gate_result(
+        NAME, checks, strict=strict, findings=findings, metrics=metrics, details=details
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"

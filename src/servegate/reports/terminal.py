@@ -53,6 +53,13 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
                 Text(str(row.status), STATUS_STYLE[row.status]),
             )
         parts.append(table)
+    drift = _drift_explained(report)
+    if drift is not None:
+        parts.append(drift)
+    gaps = [f"{g.name}: {item}" for g in report.gates for item in g.not_measured]
+    if gaps:
+        parts.append(Text("Not measured (never counted as a pass):", style="bold yellow"))
+        parts.append(_plain("\n".join(f"  - {item}" for item in gaps)))
     findings = [
         f for g in report.gates for f in g.findings if show_info or f.severity is not Severity.INFO
     ]
@@ -74,6 +81,36 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
             parts.append(Text(f"… {len(findings) - max_findings} more findings in the JSON report"))
     parts.append(verdict)
     return Group(*parts)
+
+
+def _nats(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _drift_explained(report: Report) -> Table | None:
+    """Every divergence with where it happened and why it is (or is not) within noise."""
+    rows = [d for g in report.gates for d in g.divergences]
+    if not rows:
+        return None
+    ppl = next((c for g in report.gates for c in g.checks if c.name == "perplexity_shift"), None)
+    caption = None
+    if ppl is not None:
+        caption = f"perplexity shift: {ppl.candidate} ({ppl.outcome}; {ppl.limit})"
+    table = Table(title="Drift explained", title_justify="left", caption=caption,
+                  caption_justify="left")  # fmt: skip
+    for col in ("gate", "probe", "token", "baseline → candidate", "margin", "gap",
+                "in top-k (c∈b, b∈c)", "explanation"):  # fmt: skip
+        table.add_column(col, overflow="fold")
+    for d in rows:
+        tokens = f"{d.baseline_token!r} → {d.candidate_token!r}"
+        membership = f"{d.candidate_in_baseline_top_k}, {d.baseline_in_candidate_top_k}"
+        why = d.explanation + (f" ({d.note})" if d.note else "")
+        table.add_row(
+            d.gate, _plain(d.probe), str(d.token_index if d.token_index is not None else "-"),
+            _plain(tokens), _nats(d.margin_nats), _nats(d.gap_nats), membership,
+            Text(why, style="bold red" if d.blocking else ""),
+        )  # fmt: skip
+    return table
 
 
 def print_report(report: Report, console: Console, **kwargs: object) -> None:

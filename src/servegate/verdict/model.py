@@ -45,6 +45,48 @@ class Finding(_Frozen):
         return self.severity in (Severity.CRITICAL, Severity.MAJOR)
 
 
+class Outcome(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_MEASURED = "not-measured"
+
+
+class Check(_Frozen):
+    """One judged metric: the candidate's value against its limit, or why it was not measured."""
+
+    name: str  # stable id within its gate, e.g. "perplexity_shift"
+    title: str  # what a reader sees: "perplexity shift on the reference texts"
+    outcome: Outcome
+    candidate: str = "-"  # the candidate's value, with its unit
+    baseline: str = "-"  # the baseline's own value or noise floor, with its unit
+    limit: str = "-"  # the threshold, with its unit and how it was formed
+    policy_key: str | None = None  # where the threshold comes from
+    core: bool = False  # the gate cannot pass without it
+    reason: str = ""  # why it failed, or why it could not be measured
+    row: str | None = None  # the Correctness Report row this check feeds, if any
+
+    @property
+    def measured(self) -> bool:
+        return self.outcome is not Outcome.NOT_MEASURED
+
+
+class Divergence(_Frozen):
+    """Where the candidate's answer left the baseline's, and why that is (or is not) noise."""
+
+    gate: str
+    probe: str
+    token_index: int | None = None
+    baseline_token: str | None = None
+    candidate_token: str | None = None
+    margin_nats: float | None = None  # the baseline's top-1 − top-2 there
+    gap_nats: float | None = None  # the baseline's top-1 − its logprob of the candidate's token
+    candidate_in_baseline_top_k: bool | None = None
+    baseline_in_candidate_top_k: bool | None = None
+    explanation: str  # "near-tie", "confident", "one side stopped", "unstable on the baseline"…
+    blocking: bool = False
+    note: str = ""
+
+
 MetricValue = float | int | str | bool | None
 
 
@@ -55,8 +97,12 @@ class GateResult(_Frozen):
     status: Status
     summary: str
     metrics: dict[str, MetricValue] = Field(default_factory=dict)
+    checks: tuple[Check, ...] = ()
     findings: tuple[Finding, ...] = ()
+    divergences: tuple[Divergence, ...] = ()
     details: dict[str, Any] = Field(default_factory=dict)
+    # Every check this gate could not make, with the reason: listed, never counted as a pass.
+    not_measured: tuple[str, ...] = ()
 
 
 class CorrectnessRow(_Frozen):

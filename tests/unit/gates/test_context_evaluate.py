@@ -102,10 +102,12 @@ def test_needle_ties_and_candidate_gains_never_block(
     assert findings == []
 
 
-def test_a_candidate_that_hangs_on_a_long_prompt_is_critical() -> None:
-    status, findings, _ = run(obs(Kind.NEEDLE, [FOUND], [failed(ErrorCategory.TIMEOUT)]))
+def test_a_candidate_that_hangs_on_a_long_prompt_is_a_critical_hang_not_a_recall_loss() -> None:
+    o = obs(Kind.NEEDLE, [FOUND], [failed(ErrorCategory.TIMEOUT)])
+    assert judge(o, PLAN)[0] is ProbeStatus.INCONCLUSIVE  # the answer was never seen
+    status, findings, _ = run(o)
     assert status is Status.FAIL
-    assert findings == [("long_context", Severity.CRITICAL)]
+    assert findings == [("timeout", Severity.CRITICAL)]
 
 
 def test_a_needle_not_sent_to_the_candidate_is_inconclusive_and_stated() -> None:

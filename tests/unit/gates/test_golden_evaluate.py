@@ -1,80 +1,193 @@
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion
-from servegate.gates.golden import GoldenEvidence, Observation, ProbeStatus, evaluate, judge
+from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.gates.golden import GoldenEvidence, Observation, ProbeStatus, evaluate
+from servegate.gates.golden_probe import judge
 from servegate.probes import Probe, default_suite
-from servegate.verdict.model import Severity, Status
+from servegate.verdict.model import GateResult, Severity, Status
+
+NEAR_TIE = 0.5
 
 
 def _probe(probe_id: str) -> Probe:
     return next(p for p in default_suite().probes if p.id == probe_id)
 
 
-def _text(text: str) -> Completion:
-    return Completion(status=200, content=text, finish_reason="stop")
+def _text(text: str, logprobs: tuple[TokenLogprob, ...] | None = None) -> Completion:
+    return Completion(status=200, content=text, finish_reason="stop", logprobs=logprobs)
+
+
+def _obs(
+    probe: Probe,
+    baseline: Completion,
+    candidate: Completion,
+    *,
+    b_stream: Completion | None = None,
+    b_hit: Completion | None = None,
+    c_stream: Completion | None = None,
+) -> Observation:
+    """A probe's five answers; streams and the cache hit repeat the plain answers unless given."""
+    return Observation(
+        probe, baseline, b_stream or baseline, b_hit or baseline, candidate, c_stream or candidate
+    )
 
 
 def _evidence(*observations: Observation) -> GoldenEvidence:
-    return GoldenEvidence(observations, "http://b/v1", "http://c/v1", "m")
+    return GoldenEvidence(observations, "http://b/v1", "http://c/v1", "m", logprobs=True)
+
+
+def _blocking(result: GateResult) -> set[str]:
+    return {f.category for f in result.findings if f.blocking}
 
 
 OK_PROBE = _probe("canary-ok")
+ZH_PROBE = _probe("multilingual-zh-answer")
+HUNG = Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "no headers in 60 s"))
 
 
 def test_rollback_when_candidate_answers_commas_instead_of_ok() -> None:
-    result = evaluate(
-        _evidence(Observation(OK_PROBE, _text("OK"), _text(",,,,,,,,,,,,,,,,"))), Policy()
-    )
+    result = evaluate(_evidence(_obs(OK_PROBE, _text("OK"), _text(",,,,,,,,,,,,,,,,"))), Policy())
     assert result.status is Status.FAIL
-    categories = {f.category for f in result.findings}
-    assert categories == {"degeneration", "canary"}
+    assert {f.category for f in result.findings} == {"degeneration", "canary"}
     degenerate = next(f for f in result.findings if f.category == "degeneration")
     assert degenerate.severity is Severity.CRITICAL
     assert degenerate.candidate_excerpt == ",,,,,,,,,,,,,,,,"
     assert degenerate.curl is not None
     assert "http://c/v1/chat/completions" in degenerate.curl
+    assert '"model": "m"' in degenerate.curl
 
 
 def test_degeneration_blocks_even_when_the_baseline_fails_the_assertion() -> None:
-    obs = Observation(OK_PROBE, _text("Sure! Here it is: OK."), _text("!!!!!!!!!!!!!!!!"))
-    assert judge(obs) is ProbeStatus.BASELINE_FAIL
+    obs = _obs(OK_PROBE, _text("Sure! Here it is: OK."), _text("!!!!!!!!!!!!!!!!"))
+    assert judge(obs, NEAR_TIE).status is ProbeStatus.BASELINE_FAIL
     assert evaluate(_evidence(obs), Policy()).status is Status.FAIL
 
 
 def test_identical_answers_pass() -> None:
-    result = evaluate(_evidence(Observation(OK_PROBE, _text("OK"), _text("OK"))), Policy())
+    result = evaluate(_evidence(_obs(OK_PROBE, _text("OK"), _text("OK"))), Policy())
     assert result.status is Status.PASS
     assert result.metrics["exact_match_rate"] == 1.0
 
 
 def test_both_failing_is_baseline_fail_and_does_not_block() -> None:
-    obs = Observation(OK_PROBE, _text("Hello there"), _text("Hello, there"))
-    assert judge(obs) is ProbeStatus.BASELINE_FAIL
+    obs = _obs(OK_PROBE, _text("Hello there"), _text("Hello, there"))
+    assert judge(obs, NEAR_TIE).status is ProbeStatus.BASELINE_FAIL
     result = evaluate(_evidence(obs), Policy())
-    assert result.status is Status.PASS
-    assert [f.category for f in result.findings] == ["changed"]
+    assert result.status is not Status.FAIL
     assert result.metrics["baseline_fail"] == 1
 
 
-def test_candidate_timeout_where_baseline_answered_is_a_critical_timeout_finding() -> None:
-    hung = Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "no headers in 60 s"))
-    result = evaluate(_evidence(Observation(OK_PROBE, _text("OK"), hung)), Policy())
+def test_a_candidate_timeout_is_a_hang_never_a_content_regression() -> None:
+    result = evaluate(_evidence(_obs(OK_PROBE, _text("OK"), HUNG)), Policy())
     assert result.status is Status.FAIL
-    first = result.findings[0]
-    assert (first.category, first.severity) == ("timeout", Severity.CRITICAL)
+    assert _blocking(result) == {"timeout"}  # not "canary": time is not content
+    hangs = next(c for c in result.checks if c.name == "hangs")
+    assert (hangs.outcome, hangs.candidate) == ("fail", "2")  # plain and streamed
+    assert any("canary-ok: candidate timeout" in n for n in result.not_measured)
+
+
+def test_probes_not_sent_to_a_hung_candidate_are_listed_not_passed() -> None:
+    skipped = Completion(
+        status=None, error=RequestError(ErrorCategory.NOT_SENT, "not sent: candidate hung")
+    )
+    result = evaluate(_evidence(_obs(OK_PROBE, _text("OK"), skipped)), Policy())
+    assert result.status is Status.INCONCLUSIVE
+    assert any("not_sent" in n for n in result.not_measured)
 
 
 def test_empty_output_where_baseline_had_text_fails() -> None:
-    result = evaluate(_evidence(Observation(OK_PROBE, _text("Hi"), _text(""))), Policy())
-    assert "empty_output" in {f.category for f in result.findings}
+    result = evaluate(_evidence(_obs(OK_PROBE, _text("Hi"), _text(""))), Policy())
+    assert "empty_output" in _blocking(result)
     assert result.status is Status.FAIL
 
 
 def test_baseline_errors_everywhere_make_the_gate_inconclusive() -> None:
     down = Completion(status=None, error=RequestError(ErrorCategory.INFRA, "refused"))
-    result = evaluate(_evidence(Observation(OK_PROBE, down, _text("OK"))), Policy())
+    result = evaluate(_evidence(_obs(OK_PROBE, down, _text("OK"))), Policy())
     assert result.status is Status.INCONCLUSIVE
 
 
 def test_zero_probes_is_inconclusive_never_pass() -> None:
     assert evaluate(_evidence(), Policy()).status is Status.INCONCLUSIVE
+
+
+def test_a_regression_on_a_probe_the_baseline_itself_answers_differently_is_within_noise() -> None:
+    # The baseline's cache-hit answer already differs: its own path noise changes this probe.
+    obs = _obs(OK_PROBE, _text("OK"), _text("Okay, sure."), b_hit=_text("OK."))
+    j = judge(obs, NEAR_TIE)
+    assert j.status is ProbeStatus.WITHIN_NOISE
+    assert "cache hit" in j.why
+    result = evaluate(_evidence(obs), Policy())
+    assert result.status is Status.PASS
+    unusable = [f for f in result.findings if f.category == "canary_unusable"]
+    assert [f.probe for f in unusable] == ["canary-ok"]
+    assert any("canaries unusable" in n for n in result.not_measured)
+    assert evaluate(_evidence(obs), Policy(), strict=True).status is Status.INCONCLUSIVE
+
+
+def _lp(token: str, logprob: float, *alts: tuple[str, float]) -> TokenLogprob:
+    return TokenLogprob(token, logprob, ((token, logprob), *alts))
+
+
+ZH_BASE = (_lp("天空", -0.9, ("The", -1.1)), _lp("是蓝色的。", -0.1))
+
+
+def test_a_regression_after_a_near_tie_flip_is_explained_drift() -> None:
+    # The baseline's top-1 was 0.2 nats above the token the candidate chose: a kernel can flip it.
+    cand = (_lp("The", -0.85, ("天空", -1.05)), _lp(" sky is blue.", -0.2))
+    obs = _obs(ZH_PROBE, _text("天空是蓝色的。", ZH_BASE), _text("The sky is blue.", cand))
+    j = judge(obs, NEAR_TIE)
+    assert j.status is ProbeStatus.EXPLAINED
+    result = evaluate(_evidence(obs), Policy())
+    assert result.status is Status.PASS
+    (div,) = result.divergences
+    assert (div.explanation, div.token_index, div.blocking) == ("near-tie", 0, False)
+    assert div.gap_nats is not None and abs(div.gap_nats - 0.2) < 1e-9
+    assert div.candidate_in_baseline_top_k is True
+
+
+def test_a_regression_after_a_confident_flip_blocks() -> None:
+    confident = (_lp("天空", -0.05, ("The", -3.5)), _lp("是蓝色的。", -0.1))
+    cand = (_lp("The", -0.5, ("天空", -2.0)), _lp(" sky is blue.", -0.2))
+    obs = _obs(ZH_PROBE, _text("天空是蓝色的。", confident), _text("The sky is blue.", cand))
+    assert judge(obs, NEAR_TIE).status is ProbeStatus.REGRESSED
+    result = evaluate(_evidence(obs), Policy())
+    assert result.status is Status.FAIL
+    assert _blocking(result) == {"multilingual"}
+    assert result.divergences[0].explanation == "regressed beyond noise"
+
+
+def test_the_near_tie_limit_rises_to_the_largest_gap_the_baseline_flipped_at_itself() -> None:
+    confident = (_lp("天空", -0.05, ("The", -3.5)), _lp("是蓝色的。", -0.1))
+    own_flip = (_lp("The", -0.2, ("天空", -0.3)), _lp(" sky", -0.1))  # baseline, cache hit
+    cand = (_lp("The", -0.5, ("天空", -2.0)), _lp(" sky is blue.", -0.2))
+    other = _obs(
+        OK_PROBE,
+        _text("OK", (_lp("OK", -0.01, ("Sure", -4.0)),)),
+        _text("OK", (_lp("OK", -0.01, ("Sure", -4.0)),)),
+        b_hit=_text("Sure", (_lp("Sure", -0.1, ("OK", -0.2)),)),
+    )
+    obs = _obs(ZH_PROBE, _text("天空是蓝色的。", confident), _text("The sky is blue.", cand))
+    result = evaluate(_evidence(other, obs), Policy())
+    assert result.metrics["near_tie_limit_nats"] == 3.99  # the canary's own flip at the hit
+    assert result.status is Status.PASS
+
+
+def test_a_streamed_answer_that_fails_where_the_baseline_stream_passes_is_a_regression() -> None:
+    obs = _obs(OK_PROBE, _text("OK"), _text("OK"), c_stream=_text("K"))
+    result = evaluate(_evidence(obs), Policy())
+    assert result.status is Status.FAIL
+    assert "stream_parity" in _blocking(result)
+    assert result.metrics["stream_mismatch_candidate"] == 1
+
+
+def test_stream_mismatches_the_baseline_has_too_are_within_its_noise() -> None:
+    obs = _obs(
+        ZH_PROBE, _text("天空是蓝色的。"), _text("天空是蓝色的。"),
+        b_stream=_text("天空是蓝的。"), c_stream=_text("天空是蓝的。"),
+    )  # fmt: skip
+    result = evaluate(_evidence(obs), Policy())
+    assert result.status is Status.PASS
+    check = next(c for c in result.checks if c.name == "stream_mismatch")
+    assert check.outcome == "pass"
+    assert check.baseline.startswith("100%")

@@ -1,12 +1,15 @@
 import math
+import random
 
 import pytest
 
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Embeddings, TokenLogprob
-from servegate.gates.noise import CrossScore, NoiseFloor, ProbeRequest, compare
+from servegate.gates.noise import NoiseFloor, PathComparison, ProbeRequest
 from servegate.gates.numerics import NumericsEvidence, Observation, evaluate
+from servegate.gates.perplexity import CrossScore, TextScore
+from servegate.gates.tokens import compare
 from servegate.stats.distribution import DistributionSummary
 from servegate.verdict.model import GateResult, Severity, Status
 
@@ -15,6 +18,7 @@ OK_TOKENS = (
     TokenLogprob("K", -0.01, (("K", -0.01), ("k", -5.0))),
 )
 ALIGNED = {"baseline": 0.0, "candidate": 0.0}
+WORDS = [f" w{i}" for i in range(400)]
 
 
 def answer(tokens: tuple[TokenLogprob, ...] | None, text: str | None = None) -> Completion:
@@ -29,40 +33,76 @@ def observe(
     return Observation(ProbeRequest(probe, "chat", body), baseline, candidate, **kw)
 
 
+def echoed(nlls: list[float], tokens: list[str] = WORDS) -> Completion:
+    """A reference text echoed with logprobs: the first token has none (no context)."""
+    entries = (None, *(TokenLogprob(t, -x) for t, x in zip(tokens, nlls, strict=False)))
+    return Completion(status=200, content="", prompt_logprobs=entries)
+
+
+def texts(shift: float = 0.0, noise: float = 0.05, seed: int = 7) -> tuple[TextScore, ...]:
+    """Two reference texts, the candidate's per-token NLL = baseline's + shift + noise."""
+    rng = random.Random(seed)
+    out = []
+    for name in ("en", "zh"):
+        base = [rng.uniform(0.5, 4.0) for _ in WORDS]
+        cand = [x + shift + rng.gauss(0.0, noise) for x in base]
+        out.append(TextScore(name, echoed(base), echoed(cand)))
+    return tuple(out)
+
+
 def judge(
     *observations: Observation,
     noise: NoiseFloor | None = None,
     embeddings: tuple[Embeddings, Embeddings | None] | None = None,
+    scores: tuple[TextScore, ...] | None = None,
+    alignment: dict[str, float | None] = ALIGNED,
+    strict: bool = False,
 ) -> GateResult:
     evidence = NumericsEvidence(
         observations=observations,
         noise=noise or NoiseFloor.zero(),
         baseline_url="http://127.0.0.1:1/v1",
         candidate_url="http://127.0.0.1:2/v1",
-        alignment_nats=ALIGNED,
+        model="m",
+        alignment_nats=alignment,
+        texts=texts() if scores is None else scores,
         embeddings=embeddings,
     )
-    return evaluate(evidence, Policy())
+    return evaluate(evidence, Policy(), strict=strict)
 
 
 def blocking(result: GateResult) -> list[str]:
     return [f.category for f in result.findings if f.blocking]
 
 
-def test_identical_outputs_pass_with_full_agreement() -> None:
-    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)))
+def outcome(result: GateResult, name: str) -> str:
+    return str(next(c.outcome for c in result.checks if c.name == name))
+
+
+def floor_of(*pairs: tuple[str, tuple[TokenLogprob, ...], tuple[TokenLogprob, ...]]) -> NoiseFloor:
+    comparisons = tuple(PathComparison(path, compare("p", a, b)) for path, a, b in pairs)
+    return NoiseFloor(comparisons, DistributionSummary.from_values(()))
+
+
+def test_identical_outputs_and_an_unmoved_distribution_pass() -> None:
+    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), scores=texts(noise=0.0))
     assert result.status is Status.PASS
     assert result.metrics["exact_match_rate"] == 1.0
     assert result.metrics["mean_abs_dlogprob_nats"] == 0.0
+    assert outcome(result, "perplexity_shift") == "pass"
 
 
-def test_a_near_tie_flip_is_benign() -> None:
+def test_a_near_tie_flip_is_benign_and_explained() -> None:
     base = (TokenLogprob("Yes", -0.60, (("Yes", -0.60), ("No", -0.85))),)
-    cand = (TokenLogprob("No", -0.62, (("No", -0.62), ("Yes", -0.80))),)
+    cand = (TokenLogprob("No", -0.62, (("No", -0.62), ("Yes", -0.65))),)
     result = judge(observe(answer(base), answer(cand)))
     assert result.status is Status.PASS
-    assert result.metrics["near_tie_flips"] == 1
-    assert result.metrics["confident_flips"] == 0
+    assert result.metrics["mean_abs_dlogprob_nats"] == pytest.approx(0.05)  # "Yes" at the flip
+    assert (result.metrics["near_tie_flips"], result.metrics["confident_flips"]) == (1, 0)
+    (div,) = result.divergences
+    assert (div.explanation, div.baseline_token, div.candidate_token) == ("near-tie", "Yes", "No")
+    assert div.gap_nats == pytest.approx(0.25)
+    assert (div.candidate_in_baseline_top_k, div.baseline_in_candidate_top_k) == (True, True)
 
 
 def test_a_confident_flip_fails_with_excerpts_of_both_texts_at_the_divergence() -> None:
@@ -76,24 +116,36 @@ def test_a_confident_flip_fails_with_excerpts_of_both_texts_at_the_divergence() 
     assert "outside the baseline's top-k" in finding.message
     assert finding.curl is not None
     assert "127.0.0.1:2" in finding.curl
+    assert '"model": "m"' in finding.curl  # the reproducer runs as printed
+    assert result.divergences[0].blocking
 
 
 def test_a_flip_the_baseline_also_makes_against_itself_is_within_the_noise() -> None:
     base = (TokenLogprob("Yes", -0.3, (("Yes", -0.3), ("No", -1.5))),)
     cand = (TokenLogprob("No", -0.4, (("No", -0.4), ("Yes", -1.2))),)
-    aa = compare("canary", base, cand)  # the baseline flipped the same way against itself
-    floor = NoiseFloor("same-endpoint", (aa,), DistributionSummary.from_values(()))
-    result = judge(observe(answer(base), answer(cand)), noise=floor)
+    result = judge(observe(answer(base), answer(cand)), noise=floor_of(("cache-hit", base, cand)))
     assert result.status is Status.PASS
     assert result.metrics["near_tie_limit_nats"] == pytest.approx(1.2)
 
 
-def test_prefix_drift_beyond_the_epsilon_fails_when_no_floor_was_measured() -> None:
+def test_prefix_drift_beyond_the_tolerance_fails_and_the_missing_floor_is_listed() -> None:
     drifted = tuple(TokenLogprob(t.token, t.logprob - 0.3, t.top) for t in OK_TOKENS)
     result = judge(observe(answer(OK_TOKENS), answer(drifted)))
     assert result.status is Status.FAIL
-    assert blocking(result) == ["numerics"]
-    assert any(f.probe == "noise-floor" for f in result.findings)
+    assert outcome(result, "prefix_dlogprob") == "fail"
+    assert any(n.startswith("the baseline's noise floor") for n in result.not_measured)
+
+
+def test_prefix_drift_within_k_times_the_path_noise_plus_tolerance_passes() -> None:
+    drifted = tuple(TokenLogprob(t.token, t.logprob - 0.3, t.top) for t in OK_TOKENS)
+    own = tuple(TokenLogprob(t.token, t.logprob - 0.1, t.top) for t in OK_TOKENS)
+    result = judge(
+        observe(answer(OK_TOKENS), answer(drifted)),
+        noise=floor_of(("cache-hit", OK_TOKENS, own)),
+    )
+    assert result.status is Status.PASS  # 0.3 ≤ 3 × 0.1 + 0.1
+    check = next(c for c in result.checks if c.name == "prefix_dlogprob")
+    assert check.limit.startswith("≤ 0.4000 nats (3 × floor 0.1000 + tolerance 0.1)")
 
 
 def test_garbage_text_that_the_baseline_finds_improbable_fails_on_cross_nll() -> None:
@@ -108,6 +160,47 @@ def test_garbage_text_that_the_baseline_finds_improbable_fails_on_cross_nll() ->
     assert result.status is Status.FAIL
     assert blocking(result) == ["numerics"]
     assert result.metrics["cross_nll_excess_max_nats"] == pytest.approx(8.3)
+    assert result.metrics["teacher_forced_dnll_nats"] == pytest.approx(5.6)
+
+
+def test_a_systematic_perplexity_shift_fails_even_when_greedy_tokens_are_identical() -> None:
+    # A wrong logit scale: every answer's argmax unchanged, every distribution flatter.
+    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), scores=texts(shift=0.07))
+    assert result.status is Status.FAIL
+    assert outcome(result, "perplexity_shift") == "fail"
+    assert result.metrics["perplexity_shift_z"] > 3.0
+    assert result.metrics["perplexity_tokens"] == 2 * len(WORDS)
+
+
+def test_a_significant_but_tiny_shift_is_within_the_tolerance() -> None:
+    scores = texts(shift=0.005, noise=0.01)
+    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), scores=scores)
+    assert result.metrics["perplexity_shift_z"] > 3.0
+    assert result.status is Status.PASS
+
+
+def test_a_better_candidate_never_fails_on_perplexity() -> None:
+    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), scores=texts(shift=-0.2))
+    assert outcome(result, "perplexity_shift") == "pass"
+
+
+def test_misaligned_echo_logprobs_leave_perplexity_unmeasured_and_the_gate_inconclusive() -> None:
+    # llama-cpp-python 0.3.16 upstream reports echo logprobs one position late.
+    result = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS)),
+        alignment={"baseline": 13.7, "candidate": 13.7},
+    )
+    assert result.status is Status.INCONCLUSIVE
+    assert "not aligned" in result.summary
+    assert outcome(result, "perplexity_shift") == "not-measured"
+
+
+def test_texts_tokenized_differently_are_not_compared_and_say_so() -> None:
+    base, cand = echoed([1.0] * 50), echoed([1.0] * 50, tokens=[f" v{i}" for i in range(50)])
+    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)),
+                   scores=(TextScore("en", base, cand),))  # fmt: skip
+    assert result.status is Status.INCONCLUSIVE
+    assert result.details["perplexity"]["texts_tokenized_differently"] == ["en"]
 
 
 @pytest.mark.parametrize(
@@ -128,13 +221,31 @@ def test_nan_logprobs_fail_critically(candidate: Completion) -> None:
 def test_missing_logprobs_are_inconclusive_not_a_pass() -> None:
     result = judge(observe(answer(None, "OK"), answer(None, "OK")))
     assert result.status is Status.INCONCLUSIVE
-    assert any(f.category == "inconclusive" for f in result.findings)
+    assert any("no token logprobs" in n for n in result.not_measured)
 
 
 def test_zero_prompts_are_inconclusive() -> None:
     result = judge()
     assert result.status is Status.INCONCLUSIVE
     assert result.metrics["probes"] == 0
+
+
+def test_a_side_that_stopped_early_is_listed_not_passed() -> None:
+    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS[:1])))
+    assert result.status is Status.PASS  # nothing measured contradicts it …
+    assert any(n.startswith("divergences where one side stopped") for n in result.not_measured)
+    # … but a strict run does not pass on it
+    strict = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS[:1])), strict=True)
+    assert strict.status is Status.INCONCLUSIVE
+
+
+def test_a_candidate_timeout_is_a_hang_not_a_numerics_verdict() -> None:
+    hung = Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "no headers"))
+    result = judge(observe(answer(OK_TOKENS), hung), observe(answer(OK_TOKENS), answer(OK_TOKENS)))
+    assert result.status is Status.FAIL
+    assert blocking(result) == ["timeout"]
+    assert outcome(result, "hangs") == "fail"
+    assert outcome(result, "confident_flips") == "pass"
 
 
 def test_embeddings_below_the_cosine_threshold_fail() -> None:
@@ -145,16 +256,19 @@ def test_embeddings_below_the_cosine_threshold_fail() -> None:
     assert blocking(result) == ["embedding_drift"]
 
 
-def test_embeddings_the_baseline_cannot_serve_are_reported_as_inconclusive() -> None:
+def test_embeddings_the_baseline_cannot_serve_are_listed_as_not_measured() -> None:
     base = Embeddings(status=400, error=RequestError(ErrorCategory.REJECTED, "no embeddings"))
     result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), embeddings=(base, None))
     assert result.status is Status.PASS
-    assert result.metrics["embedding_min_cosine"] is None
-    notes = [f.message for f in result.findings if f.probe == "embeddings"]
-    assert notes == ["no baseline embeddings (rejected: no embeddings)"]
+    assert any("embeddings cosine" in n and "no embeddings" in n for n in result.not_measured)
+    strict = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS)), embeddings=(base, None), strict=True
+    )
+    assert strict.status is Status.INCONCLUSIVE
 
 
 def test_a_candidate_error_where_the_baseline_answered_blocks() -> None:
     failed = Completion(status=500, error=RequestError(ErrorCategory.SERVER, "boom", status=500))
     result = judge(observe(answer(OK_TOKENS), failed))
     assert blocking(result) == ["request_error"]
+    assert result.status is Status.FAIL

@@ -4,14 +4,10 @@ import pytest
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.noise import (
-    NoiseFloor,
-    compare,
-    cosine,
-    margin_nats,
-    non_finite,
-    tail_nll,
-)
+from servegate.gates.noise import NoiseFloor, PathComparison
+from servegate.gates.perplexity import CrossScore, tail_nll
+from servegate.gates.tokens import compare, cosine, margin_nats, non_finite
+from servegate.stats.distribution import DistributionSummary
 
 
 def tok(token: str, logprob: float, *alts: tuple[str, float]) -> TokenLogprob:
@@ -110,7 +106,33 @@ def test_cosine_of_parallel_vectors_is_one_and_of_mismatched_dimensions_zero() -
 def test_an_unmeasured_floor_says_so_and_contributes_nothing() -> None:
     floor = NoiseFloor.zero()
     assert not floor.measured
-    assert floor.flip_rate == 0.0
-    assert floor.mean_abs_dlogprob == 0.0
+    assert floor.flip_rate() is None
+    assert floor.mean_abs_dlogprob() is None
     assert floor.metrics()["aa_source"] == "none"
     assert floor.exact_match_rate is None
+
+
+def test_the_floor_reports_each_path_of_the_baseline_separately() -> None:
+    same = compare("p", HELLO, HELLO)
+    flipped = compare("p", (tok("Yes", -0.3, ("No", -1.5)),), (tok("No", -0.4, ("Yes", -1.2)),))
+    floor = NoiseFloor(
+        (PathComparison("repeat", same), PathComparison("cache-hit", flipped)),
+        DistributionSummary.from_values(()),
+    )
+    assert floor.source == "repeat+cache-hit"
+    assert (floor.flip_rate("repeat"), floor.flip_rate("cache-hit"), floor.flip_rate()) == (
+        0.0, 1.0, 0.5,
+    )  # fmt: skip
+    assert floor.tie_gap_nats() == pytest.approx(1.2)
+    assert floor.metrics()["aa_cache_hit_flip_rate"] == 1.0
+
+
+def test_cross_scores_name_who_scored_whose_text() -> None:
+    cs = CrossScore(
+        baseline_on_baseline=0.4, baseline_on_candidate=8.7,
+        candidate_on_candidate=0.1, candidate_on_baseline=6.0,
+    )  # fmt: skip
+    assert cs.excess_nats == pytest.approx(8.3)  # the baseline finds the candidate's text unlikely
+    assert cs.teacher_forced_dnll_nats == pytest.approx(
+        5.6
+    )  # the candidate mispredicts the baseline

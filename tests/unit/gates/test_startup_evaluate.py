@@ -60,11 +60,15 @@ def test_accepting_what_the_baseline_rejects_is_a_finding() -> None:
     assert (status, categories) == (Status.FAIL, ["impossible_request"])
 
 
-def test_impossible_request_is_not_judged_when_the_baseline_accepts_it() -> None:
-    status, categories = _evaluate(
-        _side("baseline", impossible=OK), _side("candidate", impossible=OK)
+def test_an_impossible_request_the_baseline_accepts_is_listed_as_not_measured() -> None:
+    evidence = StartupEvidence(
+        _side("baseline", impossible=OK), _side("candidate", impossible=OK), 12000, 15.0
     )
-    assert (status, categories) == (Status.PASS, [])
+    result = evaluate(evidence, Policy())
+    assert result.status is Status.PASS  # the other start-up checks were measured and held
+    titles = [n.split(":")[0] for n in result.not_measured]
+    assert "a prompt longer than the context is rejected fast" in titles
+    assert evaluate(evidence, Policy(), strict=True).status is Status.INCONCLUSIVE
 
 
 def test_candidate_not_ready_fails_critically() -> None:
@@ -76,10 +80,13 @@ def test_candidate_not_ready_fails_critically() -> None:
     assert result.findings[0].severity is Severity.CRITICAL
 
 
-def test_baseline_not_ready_makes_the_gate_inconclusive() -> None:
+def test_baseline_not_ready_makes_the_gate_inconclusive_and_says_why() -> None:
     down = Completion(status=None, error=RequestError(ErrorCategory.INFRA, "refused"))
-    status, _ = _evaluate(_side("baseline", ready=down), _side("candidate"))
-    assert status is Status.INCONCLUSIVE
+    result = evaluate(
+        StartupEvidence(_side("baseline", ready=down), _side("candidate"), 12000, 15.0), Policy()
+    )
+    assert result.status is Status.INCONCLUSIVE
+    assert "the baseline is not ready" in result.not_measured[0]
 
 
 def test_a_capability_the_candidate_lost_is_reported() -> None:
@@ -104,3 +111,4 @@ def test_a_capability_the_candidate_could_not_be_asked_about_is_not_called_lost(
     assert [(f.category, f.severity) for f in result.findings] == [
         ("capability_unknown", Severity.MINOR)
     ]
+    assert any("logprobs" in n for n in result.not_measured)

@@ -1,0 +1,149 @@
+"""How one golden probe is judged: relative to the baseline, and against the baseline's own noise.
+
+Each probe is answered five times: the baseline plainly, streamed, and again along its cache-hit
+path; the candidate plainly and streamed. A probe is *unstable* when the baseline's own answer
+changes along its paths: a candidate change there is within noise. Where the candidate's answer
+left the baseline's at a near-tie of the baseline (logprobs on the plain answers), the change is
+*explained* drift, not a regression. Only what is left is a regression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cached_property
+
+from servegate.endpoints.errors import ErrorCategory
+from servegate.endpoints.types import Completion
+from servegate.gates.pair import timed_out
+from servegate.gates.tokens import TokenComparison, compare
+from servegate.probes import Probe, ProbeOutcome, check_probe
+from servegate.stats.degeneration import degeneration_metrics, is_severe, punctuation_soup
+
+# The answers of one probe, in the order they are collected.
+RUNS = ("baseline", "baseline-stream", "baseline-hit", "candidate", "candidate-stream")
+
+
+class ProbeStatus(StrEnum):
+    PASS = "pass"
+    REGRESSED = "regressed"  # the baseline passes, the candidate fails: blocking
+    WITHIN_NOISE = "within-noise"  # regressed, but the baseline's own paths change this probe
+    EXPLAINED = "explained"  # regressed after a near-tie flip of the baseline (drift explained)
+    BASELINE_FAIL = "baseline-fail"
+    INCONCLUSIVE = "inconclusive"  # not measured on this probe
+
+
+def _same(a: Completion, b: Completion) -> bool:
+    calls = [(t.name, t.arguments) for t in a.tool_calls] == [
+        (t.name, t.arguments) for t in b.tool_calls
+    ]
+    return a.text == b.text and calls
+
+
+def degenerate(answer: Completion, reference: Completion) -> str | None:
+    """Why `answer` is severely degenerate where `reference` is not, or None."""
+    mine, theirs = degeneration_metrics(answer.text), degeneration_metrics(reference.text)
+    severe = is_severe(mine) or punctuation_soup(mine, theirs)
+    return severe or None if not is_severe(theirs) else None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The five answers of one probe (see RUNS)."""
+
+    probe: Probe
+    baseline: Completion
+    baseline_stream: Completion
+    baseline_hit: Completion
+    candidate: Completion
+    candidate_stream: Completion
+
+    @cached_property
+    def baseline_passed(self) -> bool:
+        return check_probe(self.probe, self.baseline, self.baseline).passed
+
+    @cached_property
+    def candidate_outcome(self) -> ProbeOutcome:
+        return check_probe(self.probe, self.candidate, self.baseline)
+
+    @cached_property
+    def stream_outcomes(self) -> tuple[bool, bool] | None:
+        """(baseline, candidate) streamed answers passing, each against the baseline's stream."""
+        b, c = self.baseline_stream, self.candidate_stream
+        if not (b.ok and c.ok):
+            return None
+        return check_probe(self.probe, b, b).passed, check_probe(self.probe, c, b).passed
+
+    @property
+    def unstable(self) -> list[str]:
+        """The baseline's own paths on which its answer changed (empty: stable, as far as seen)."""
+        runs = (("streamed", self.baseline_stream), ("cache hit", self.baseline_hit))
+        return [name for name, r in runs if r.ok and not _same(r, self.baseline)]
+
+    @property
+    def stream_mismatch(self) -> tuple[bool, bool] | None:
+        """(baseline, candidate): the streamed answer differs from the plain one."""
+        runs = (self.baseline, self.baseline_stream, self.candidate, self.candidate_stream)
+        if not all(r.ok for r in runs):
+            return None
+        return (
+            not _same(self.baseline, self.baseline_stream),
+            not _same(self.candidate, self.candidate_stream),
+        )
+
+    def tokens(self) -> TokenComparison | None:
+        """The plain answers compared token by token, when both came with logprobs."""
+        b, c = self.baseline.logprobs, self.candidate.logprobs
+        if not (self.baseline.ok and self.candidate.ok) or not b or not c:
+            return None
+        return compare(self.probe.id, b, c)
+
+    @property
+    def hung(self) -> list[str]:
+        """Candidate runs that timed out (after the scaled deadline and one retry)."""
+        runs = (("plain", self.candidate), ("streamed", self.candidate_stream))
+        return [name for name, r in runs if timed_out(r)]
+
+
+@dataclass(frozen=True)
+class Judged:
+    obs: Observation
+    status: ProbeStatus
+    why: str = ""  # what made it within noise / explained / inconclusive
+    tokens: TokenComparison | None = None
+
+
+def judge(obs: Observation, tie_nats: float) -> Judged:
+    """Per-probe status relative to the baseline, with the baseline's noise taken into account."""
+    b, c = obs.baseline, obs.candidate
+    if b.error is not None and b.error.category is not ErrorCategory.REJECTED:
+        return Judged(obs, ProbeStatus.INCONCLUSIVE, f"baseline {b.error.category}")
+    if not obs.baseline_passed:
+        return Judged(obs, ProbeStatus.BASELINE_FAIL)
+    if c.error is not None and (timed_out(c) or c.error.category is ErrorCategory.NOT_SENT):
+        return Judged(obs, ProbeStatus.INCONCLUSIVE, f"candidate {c.error.category}")
+    if obs.candidate_outcome.passed:
+        return Judged(obs, ProbeStatus.PASS)
+    if obs.unstable:
+        why = f"the baseline's own answer changes when {' and '.join(obs.unstable)}"
+        return Judged(obs, ProbeStatus.WITHIN_NOISE, why)
+    cmp = obs.tokens()
+    if cmp is not None and cmp.gap_nats is not None and cmp.gap_nats <= tie_nats:
+        why = (
+            f"near-tie flip at token {cmp.first_divergence}: the baseline's top-1 was "
+            f"{cmp.gap_nats:.2f} nats above the candidate's token (limit {tie_nats:.2f})"
+        )
+        return Judged(obs, ProbeStatus.EXPLAINED, why, cmp)
+    return Judged(obs, ProbeStatus.REGRESSED, "", cmp)
+
+
+def self_flips(observations: Sequence[Observation]) -> list[TokenComparison]:
+    """The baseline's plain answer against its cache-hit answer, per probe with logprobs: the
+    golden gate's own sample of the baseline's path noise."""
+    out = []
+    for o in observations:
+        a, h = o.baseline, o.baseline_hit
+        if a.ok and h.ok and a.logprobs and h.logprobs:
+            out.append(compare(o.probe.id, a.logprobs, h.logprobs))
+    return out
