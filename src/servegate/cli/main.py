@@ -19,7 +19,7 @@ def cli() -> None:
 
 def _register() -> None:
     # Explicit registry: each command lives in its own module under servegate.cli.
-    from servegate.cli import demo_cmd, engine_cmd, gate_cmd, probe_cmd, runs_cmd
+    from servegate.cli import demo_cmd, engine_cmd, gate_cmd, policy_cmd, probe_cmd, runs_cmd
 
     for command in (
         gate_cmd.gate,
@@ -27,6 +27,7 @@ def _register() -> None:
         probe_cmd.probe,
         runs_cmd.runs,
         engine_cmd.engine,
+        policy_cmd.policy,
     ):
         cli.add_command(command)
 
