@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit, urlunsplit
@@ -17,7 +19,7 @@ from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.gates import context, golden, numerics, startup
 from servegate.gates.pair import EndpointPair, NullRecorder, Recorder
-from servegate.store.writer import RunWriter
+from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
 from servegate.verdict.model import Fingerprint, GateResult, Report, Status
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
@@ -101,7 +103,7 @@ GateRunner = Callable[[EndpointPair, GateConfig, GateProgress], Awaitable[GateRe
 
 
 async def _startup(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    return startup.evaluate(await startup.collect(pair, cfg), cfg.policy)
+    return startup.evaluate(await startup.collect(pair, cfg), cfg.policy, strict=cfg.strict)
 
 
 async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
@@ -111,11 +113,13 @@ async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress)
 
 
 async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    return golden.evaluate(await golden.collect(pair, cfg, progress=progress), cfg.policy)
+    evidence = await golden.collect(pair, cfg, progress=progress)
+    return golden.evaluate(evidence, cfg.policy, strict=cfg.strict)
 
 
 async def _context(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    return context.evaluate(await context.collect(pair, cfg, progress=progress), cfg.policy)
+    evidence = await context.collect(pair, cfg, progress=progress)
+    return context.evaluate(evidence, cfg.policy, strict=cfg.strict)
 
 
 # Explicit registry, in the order the gates run: correctness before performance.
@@ -129,16 +133,29 @@ GATE_ORDER = tuple(GATES)
 
 
 async def run_gates(
-    pair: EndpointPair, cfg: GateConfig, progress: ProgressFn | None = None
+    pair: EndpointPair,
+    cfg: GateConfig,
+    progress: ProgressFn | None = None,
+    *,
+    finished: Callable[[GateResult], None] | None = None,
+    gates: Mapping[str, GateRunner] = GATES,
 ) -> list[GateResult]:
-    """Run the configured gates in order; a side that is not ready skips the rest."""
+    """Run the configured gates in order; a side that is not ready skips the rest. Each result is
+    handed to `finished` as soon as it is judged, so a caller that cancels the run (the run
+    deadline, Ctrl-C) still holds every gate that finished."""
     results: list[GateResult] = []
+
+    def judged(result: GateResult) -> None:
+        results.append(result)
+        if finished is not None:
+            finished(result)
+
     skip_reason: str | None = None
-    for name, gate in GATES.items():
+    for name, gate in gates.items():
         if name not in cfg.gates:
             continue
         if skip_reason is not None:
-            results.append(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
+            judged(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
             continue
 
         def gate_progress(done: int, total: int, label: str, _name: str = name) -> None:
@@ -151,9 +168,48 @@ async def run_gates(
             result.status is Status.INCONCLUSIVE or any(f.probe == "ready" for f in result.findings)
         ):
             skip_reason = "skipped: a side is not ready (see startup)"
-        results.append(result)
+        judged(result)
         gate_progress(1, 1, str(result.status))
     return results
+
+
+def _after_deadline(
+    cfg: GateConfig, gates: Mapping[str, GateRunner], finished: Sequence[GateResult]
+) -> list[GateResult]:
+    """The results of the gates the run deadline cut off: the first unfinished gate was running
+    (gates only yield to the event loop inside a gate), the ones after it never started."""
+    seen = {r.name for r in finished}
+    todo = [name for name in gates if name in cfg.gates and name not in seen]
+    expired = f"the run deadline of {cfg.run_deadline_s:g} s expired during this gate"
+    return [
+        GateResult(name=name, status=Status.INCONCLUSIVE, summary=expired)
+        if i == 0
+        else GateResult(
+            name=name, status=Status.SKIP, summary="not started: the run deadline expired"
+        )
+        for i, name in enumerate(todo)
+    ]
+
+
+def _secrets(cfg: GateConfig) -> list[str]:
+    """API keys and URL passwords of this run: never written into a crash reason."""
+    sides = [cfg.baseline, cfg.candidate] + (
+        [cfg.baseline_replica] if cfg.baseline_replica is not None else []
+    )
+    found = [os.environ.get(s.api_key_env, "") for s in sides if s.api_key_env is not None]
+    found += [urlsplit(s.url).password or "" for s in sides]
+    return [s for s in found if s]
+
+
+def _crash_reason(exc: BaseException, secrets: Sequence[str]) -> str:
+    """`ExceptionClass: message`, one line, secrets replaced by `***`."""
+    message = " ".join(str(exc).split())
+    if not message and isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        message = "the run was interrupted (Ctrl-C, a signal or a cancelled task)"
+    for secret in sorted(secrets, key=len, reverse=True):
+        message = message.replace(secret, "***")
+    reason = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return reason[:2000]
 
 
 async def run(
@@ -162,8 +218,10 @@ async def run(
     store: Engine | None = None,
     run_name: str | None = None,
     progress: ProgressFn | None = None,
+    gates: Mapping[str, GateRunner] = GATES,
 ) -> Report:
-    """One complete gate run. Raises PreflightError before anything is judged."""
+    """One complete gate run. Raises PreflightError before anything is judged. Once the run's row
+    exists, each gate is committed as it finishes, and a run that raises is marked crashed."""
     b_url, c_url = normalise_url(cfg.baseline.url), normalise_url(cfg.candidate.url)
     if b_url == c_url:
         raise PreflightError(
@@ -201,40 +259,53 @@ async def run(
             if store is not None
             else None
         )
-        recorder: Recorder = writer if writer is not None else NullRecorder()
-        pair = EndpointPair(baseline, candidate, model=model, recorder=recorder, replica=replica)
         try:
-            async with asyncio.timeout(cfg.run_deadline_s):
-                results = await run_gates(pair, cfg, progress)
-        except TimeoutError:
-            results = [
-                GateResult(
-                    name="run",
-                    status=Status.INCONCLUSIVE,
-                    summary=f"the run deadline of {cfg.run_deadline_s:.0f} s expired",
-                )
-            ]
-        verdict = decide(results)
-        report = Report(
-            tool=f"servegate {__version__}",
-            run_id=writer.run_id if writer is not None else "unsaved",
-            started_at=started.isoformat(timespec="seconds"),
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            duration_s=round(time.perf_counter() - t0, 2),
-            verdict=verdict.status,
-            exit_code=verdict.exit_code,
-            reason=verdict.reason,
-            baseline=Fingerprint(url=display_url(b_url), model=model, models=b_pre.models),
-            candidate=Fingerprint(url=display_url(c_url), model=model, models=c_pre.models),
-            gates=tuple(results),
-            correctness=correctness_table(results, cfg.policy),
-            definitions=DEFINITIONS,
-        )
-        if writer is not None:
-            for result in results:
-                writer.gate(result)
-            writer.finish(report)
-        return report
+            recorder: Recorder = writer if writer is not None else NullRecorder()
+            pair = EndpointPair(
+                baseline, candidate, model=model, recorder=recorder, replica=replica,
+                hung_after=cfg.hung_after_timeouts,
+                timeout_factor=cfg.policy.timeout_latency_factor,
+            )  # fmt: skip
+            results: list[GateResult] = []
+
+            def keep(result: GateResult) -> None:
+                results.append(result)
+                if writer is not None:
+                    writer.gate(result)
+
+            try:
+                async with asyncio.timeout(cfg.run_deadline_s) as deadline:
+                    await run_gates(pair, cfg, progress, finished=keep, gates=gates)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                for result in _after_deadline(cfg, gates, results):
+                    keep(result)
+            verdict = decide(results)
+            report = Report(
+                tool=f"servegate {__version__}",
+                run_id=writer.run_id if writer is not None else "unsaved",
+                started_at=started.isoformat(timespec="seconds"),
+                finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                duration_s=round(time.perf_counter() - t0, 2),
+                verdict=verdict.status,
+                exit_code=verdict.exit_code,
+                reason=verdict.reason,
+                baseline=Fingerprint(url=display_url(b_url), model=model, models=b_pre.models),
+                candidate=Fingerprint(url=display_url(c_url), model=model, models=c_pre.models),
+                gates=tuple(results),
+                correctness=correctness_table(results),
+                definitions=DEFINITIONS,
+            )
+            if writer is not None:
+                writer.finish(report)
+            return report
+        except BaseException as exc:
+            if writer is not None:
+                # Best effort: the database may be what failed; the original error is raised.
+                with contextlib.suppress(StoreError):
+                    writer.crashed(_crash_reason(exc, _secrets(cfg)))
+            raise
     finally:
         await baseline.aclose()
         await candidate.aclose()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
+
+from servegate.store.writer import open_engine
 
 
 class _HtmlSite(BaseHTTPRequestHandler):
@@ -27,14 +32,38 @@ class _HtmlSite(BaseHTTPRequestHandler):
         return None
 
 
-@pytest.fixture(scope="module")
-def html_site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlSite)
+class _ModelsOnly(BaseHTTPRequestHandler):
+    """Passes preflight (GET …/models) under any base path; nothing else is needed here."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"object": "list", "data": [{"id": "m"}]}).encode()
+        self.send_response(200 if self.path.endswith("/models") else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="module")
+def html_site() -> Iterator[str]:
+    yield from _serve(_HtmlSite)
+
+
+@pytest.fixture(scope="module")
+def models_site() -> Iterator[str]:
+    yield from _serve(_ModelsOnly)
 
 
 @pytest.fixture
@@ -131,3 +160,28 @@ def test_a_url_without_scheme_is_a_usage_error() -> None:
     )
     assert proc.returncode == 2
     assert "baseline.url" in _one_clear_line(proc)
+
+
+def test_a_database_that_refuses_writes_is_one_line_naming_it_and_exit_2(
+    models_site: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    open_engine(db).dispose()  # an existing database, opened read-only below
+    proc = servegate(
+        "gate",
+        "--baseline",
+        models_site,
+        "--candidate",
+        models_site.replace("/v1", "/other/v1"),
+        "--db",
+        f"sqlite:///file:{db}?mode=ro&uri=true",
+        "--quiet",
+    )
+    assert proc.returncode == 2
+    line = _one_clear_line(proc)
+    assert line == (
+        f"servegate: error: cannot start a run in the database file:{db}: attempt to write a "
+        "readonly database (the file, its -wal/-shm files or its folder is read-only)"
+    )
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("select count(*) from runs").fetchone() == (0,)

@@ -110,7 +110,21 @@ def _gates(value: str) -> tuple[str, ...]:
     default=1800.0,
     show_default=True,
     type=float,
-    help="Deadline for the whole run; past it the verdict is inconclusive.",
+    help="Deadline for the whole run; finished gates keep their results, the running one is "
+    "inconclusive.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Any check that could not be measured makes its gate inconclusive (by default only a "
+    "gate's core measurements do; the others are listed as not measured).",
+)
+@click.option(
+    "--hung-after",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Timeouts in a row after which a side gets no more requests in a gate.",
 )
 @click.option(
     "--impossible-words",
@@ -155,6 +169,8 @@ def gate(
     deadline_s: float,
     probe_deadline_s: float,
     run_deadline_s: float,
+    strict: bool,
+    hung_after: int,
     impossible_words: int,
     numerics_prompts: int,
     db: str,
@@ -197,6 +213,8 @@ def gate(
                 "request_deadline_s": deadline_s,
                 "probe_deadline_s": probe_deadline_s,
                 "run_deadline_s": run_deadline_s,
+                "strict": strict,
+                "hung_after_timeouts": hung_after,
                 "impossible_prompt_words": impossible_words,
                 "numerics_prompts": numerics_prompts,
                 "policy": policy,

@@ -39,6 +39,9 @@ def main() -> None:
         cli.main(prog_name="servegate", standalone_mode=True)
     except SystemExit:
         raise
+    except KeyboardInterrupt:  # the run row is already marked crashed; nothing more to say
+        click.echo("servegate: interrupted", err=True)
+        sys.exit(130)
     except BaseException as exc:  # a crash never exits 0
         click.echo(f"servegate: internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(4)

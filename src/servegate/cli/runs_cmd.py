@@ -8,6 +8,8 @@ import click
 from rich.table import Table
 
 from servegate.cli.console import fail, stdout
+from servegate.store.errors import where
+from servegate.store.process import shown_state
 from servegate.store.writer import DEFAULT_DB, StoreError, list_runs, open_engine
 
 
@@ -18,9 +20,13 @@ from servegate.store.writer import DEFAULT_DB, StoreError, list_runs, open_engin
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def runs(db: str, limit: int, as_json: bool) -> None:
-    """List recorded gate runs, newest first."""
+    """List recorded gate runs, newest first.
+
+    State: running, finished, crashed (it raised; the reason says what), or interrupted (still
+    marked running, but its process on this host is gone: killed)."""
     try:
-        rows = list_runs(open_engine(db), limit)
+        engine = open_engine(db)
+        rows = [{**r, "state": shown_state(r)} for r in list_runs(engine, limit)]
     except StoreError as exc:
         fail(str(exc), exc.exit_code)
     if as_json:
@@ -37,10 +43,12 @@ def runs(db: str, limit: int, as_json: bool) -> None:
             "model",
             "requests",
             "reason",
+            "pid",
+            "hostname",
         )
         click.echo(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2))
         return
-    table = Table(title=f"runs in {db}", title_justify="left")
+    table = Table(title=f"runs in {where(engine.url)}", title_justify="left")
     for col in ("run", "started", "verdict", "requests", "baseline", "candidate", "reason"):
         table.add_column(col, overflow="fold")
     for r in rows:

@@ -66,7 +66,7 @@ async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEviden
         probe="ready",
         side=ep.name,
         api="completions",
-        request=READY_REQUEST,
+        request=pair.body(READY_REQUEST),
         result=ready,
     )
     impossible_body = pair.body(

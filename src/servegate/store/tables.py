@@ -27,7 +27,7 @@ runs = Table(
     Column("name", String(200), nullable=True),
     Column("started_at", String(40), nullable=False),
     Column("finished_at", String(40), nullable=True),
-    Column("state", String(16), nullable=False),  # running | finished | error
+    Column("state", String(16), nullable=False),  # running | finished | error | crashed
     Column("verdict", String(16), nullable=True),
     Column("exit_code", Integer, nullable=True),
     Column("reason", Text, nullable=True),
@@ -36,6 +36,10 @@ runs = Table(
     Column("model", String(200), nullable=True),
     Column("config_json", Text, nullable=False),
     Column("report_json", Text, nullable=True),
+    # The process writing the run, so that a reader can tell a live run from a killed one. New
+    # columns are nullable: open_engine adds them to a database written by an older version.
+    Column("pid", Integer, nullable=True),
+    Column("hostname", String(255), nullable=True),
 )
 
 requests = Table(

@@ -1,46 +1,57 @@
-"""The incremental writer: each request and result is committed as it completes (SQLite WAL)."""
+"""The incremental writer: each request and result is committed as it completes (SQLite WAL).
+
+A database error while writing (disk full, locked past the busy timeout, read-only file) is raised
+as StoreError naming the database and the operation; what was committed before stays.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, insert, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from servegate.endpoints.types import Completion
 from servegate.store import tables
+from servegate.store.errors import StoreError, store_error, where, why
+from servegate.store.migration import add_missing_columns
+from servegate.store.process import hostname
 from servegate.verdict.model import GateResult, Report
 
+__all__ = ["DEFAULT_DB", "RunWriter", "StoreError", "list_runs", "open_engine"]
+
 DEFAULT_DB = Path(".servegate") / "servegate.db"
-
-
-class StoreError(Exception):
-    """The database cannot be opened or written; committed rows are kept. Exit code 2."""
-
-    exit_code = 2
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=10000")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.close()
+def _sqlite_pragmas(busy_timeout_s: float) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    return on_connect
 
 
-def open_engine(url_or_path: str | Path) -> Engine:
-    """A SQLAlchemy engine for a URL (postgresql://…) or a SQLite file path; tables created."""
+def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Engine:
+    """A SQLAlchemy engine for a URL (postgresql://…) or a SQLite file path; tables created, and
+    columns this version added to them (all nullable) added to an older database's tables.
+    SQLite waits up to `busy_timeout_s` for another writer's lock before giving up."""
     text = str(url_or_path)
     if "://" not in text:
         path = Path(text)
@@ -50,12 +61,23 @@ def open_engine(url_or_path: str | Path) -> Engine:
             raise StoreError(f"cannot create the database folder {path.parent}: {exc}") from None
         text = f"sqlite:///{path}"
     try:
+        name = where(make_url(text))
+    except ArgumentError:
+        raise StoreError("cannot open the database: not a SQLAlchemy URL or a file path") from None
+    try:
         engine = create_engine(text)
         if engine.dialect.name == "sqlite":
-            event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
+        add_missing_columns(engine, tables.metadata)
         tables.metadata.create_all(engine)
+    except StoreError:
+        raise
     except SQLAlchemyError as exc:
-        raise StoreError(f"cannot open the database {text}: {exc.__class__.__name__}") from None
+        raise StoreError(f"cannot open the database {name}: {why(exc)}") from None
+    except ImportError as exc:
+        raise StoreError(
+            f"cannot open the database {name}: its driver is not installed ({exc.name or exc})"
+        ) from None
     return engine
 
 
@@ -72,8 +94,19 @@ def _result_json(result: Completion) -> str:
     return json.dumps(data, default=str, ensure_ascii=True)
 
 
+@contextmanager
+def _writing(engine: Engine, operation: str) -> Iterator[Connection]:
+    """One committed transaction; a database error becomes a one-line StoreError."""
+    try:
+        with engine.begin() as conn:
+            yield conn
+    except SQLAlchemyError as exc:
+        raise store_error(engine, operation, exc) from None
+
+
 class RunWriter:
-    """Writes one run: its row, each request as it completes, each gate, the final report."""
+    """Writes one run: its row, each request as it completes, each gate as it is judged, the
+    final report, or the crash that ended it. Every write is its own committed transaction."""
 
     def __init__(self, engine: Engine, run_id: str) -> None:
         self.engine = engine
@@ -90,8 +123,9 @@ class RunWriter:
         config: Mapping[str, Any],
         name: str | None = None,
     ) -> RunWriter:
+        """Insert the run's row, state `running`, with this process's pid and hostname."""
         run_id = uuid.uuid4().hex[:12]
-        with engine.begin() as conn:
+        with _writing(engine, "start a run") as conn:
             conn.execute(
                 insert(tables.runs).values(
                     id=run_id,
@@ -102,6 +136,8 @@ class RunWriter:
                     candidate_url=candidate_url,
                     model=model,
                     config_json=json.dumps(config, default=str),
+                    pid=os.getpid(),
+                    hostname=hostname(),
                 )
             )
         return cls(engine, run_id)
@@ -118,7 +154,9 @@ class RunWriter:
     ) -> None:
         """Commit one request and its result now, so a killed run loses nothing that completed."""
         err = result.error
-        with self.engine.begin() as conn:
+        with _writing(
+            self.engine, f"record the {side} request {gate}/{probe} of run {self.run_id}"
+        ) as conn:
             conn.execute(
                 insert(tables.requests).values(
                     run_id=self.run_id,
@@ -140,7 +178,8 @@ class RunWriter:
             )
 
     def gate(self, result: GateResult) -> None:
-        with self.engine.begin() as conn:
+        """Commit one judged gate now, before the next gate starts."""
+        with _writing(self.engine, f"record the {result.name} gate of run {self.run_id}") as conn:
             conn.execute(
                 insert(tables.gate_results).values(
                     run_id=self.run_id,
@@ -151,7 +190,8 @@ class RunWriter:
             )
 
     def finish(self, report: Report) -> None:
-        with self.engine.begin() as conn:
+        """Mark the run finished with its verdict and the whole report."""
+        with _writing(self.engine, f"record the verdict of run {self.run_id}") as conn:
             conn.execute(
                 update(tables.runs)
                 .where(tables.runs.c.id == self.run_id)
@@ -166,18 +206,26 @@ class RunWriter:
             )
 
     def fail(self, reason: str, exit_code: int) -> None:
-        with self.engine.begin() as conn:
+        with _writing(self.engine, f"record the error of run {self.run_id}") as conn:
             conn.execute(
                 update(tables.runs)
                 .where(tables.runs.c.id == self.run_id)
                 .values(finished_at=now(), state="error", reason=reason, exit_code=exit_code)
             )
 
+    def crashed(self, reason: str) -> None:
+        """Mark the run crashed: it ended by an exception, with no verdict. `reason` is stored
+        as given, so the caller removes secrets from it first."""
+        with _writing(self.engine, f"mark run {self.run_id} crashed") as conn:
+            conn.execute(
+                update(tables.runs)
+                .where(tables.runs.c.id == self.run_id)
+                .values(finished_at=now(), state="crashed", reason=reason)
+            )
+
 
 def list_runs(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:
     """Most recent runs first, with how many requests each recorded."""
-    from sqlalchemy import func
-
     counts = (
         select(tables.requests.c.run_id, func.count().label("n"))
         .group_by(tables.requests.c.run_id)
@@ -189,5 +237,8 @@ def list_runs(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:
         .order_by(tables.runs.c.started_at.desc())
         .limit(limit)
     )
-    with engine.connect() as conn:
-        return [dict(row._mapping) for row in conn.execute(query)]
+    try:
+        with engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
+    except SQLAlchemyError as exc:
+        raise store_error(engine, "list the runs", exc) from None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servegate.config.models import Policy
 from servegate.verdict.judgement import STATUS_OF, combine
 from servegate.verdict.model import Check, CorrectnessRow, GateResult, Status
 
@@ -42,9 +41,7 @@ def _row(name: str, fed: Sequence[tuple[str, Check]]) -> CorrectnessRow:
     )
 
 
-def correctness_table(
-    results: Sequence[GateResult], policy: Policy | None = None
-) -> tuple[CorrectnessRow, ...]:
+def correctness_table(results: Sequence[GateResult]) -> tuple[CorrectnessRow, ...]:
     """One row per headline metric of the gates that ran, in the seed's order."""
     ran = [g for g in results if g.status is not Status.SKIP]
     rows = []

@@ -1,0 +1,49 @@
+"""Which process is writing a run, and whether a run still marked `running` has lost it.
+
+A run killed with SIGKILL (or by a power cut) cannot mark itself; its row stays `running`. The
+row holds the writer's pid and hostname, so a reader on the same host can tell that the process
+is gone and show the run as `interrupted`. On another host, or for rows written before pids were
+recorded, nothing can be told and the stored state is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def hostname() -> str:
+    """This host's name, as stored with each run."""
+    return socket.gethostname()
+
+
+def pid_alive(pid: int) -> bool:
+    """Is a process with this pid running on this host (signal 0 checks without sending)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, owned by someone else
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+def shown_state(
+    row: Mapping[str, Any],
+    *,
+    host: str | None = None,
+    alive: Callable[[int], bool] = pid_alive,
+) -> str:
+    """The state to show for a runs row: `interrupted` for a `running` run whose process on this
+    host is gone, otherwise the stored state."""
+    state = str(row["state"])
+    pid, row_host = row.get("pid"), row.get("hostname")
+    if state != "running" or pid is None or row_host is None:
+        return state
+    if row_host != (hostname() if host is None else host):
+        return state
+    return state if alive(int(pid)) else "interrupted"
