@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
@@ -27,6 +28,39 @@ def _post(engine: RunningEngine, path: str, body: dict[str, Any], timeout_s: flo
     )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def flash_attn_engine(engine_factory: Callable[..., RunningEngine]) -> Iterator[RunningEngine]:
+    """The clean weights on llama.cpp's flash-attention kernel."""
+    with engine_factory("flash-attn") as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def logit_scale_engine(engine_factory: Callable[..., RunningEngine]) -> Iterator[RunningEngine]:
+    """output_norm scaled by 0.8: every next-token distribution flatter."""
+    with engine_factory("logit-scale") as engine:
+        yield engine
+
+
+PROSE = (
+    "The river rises in the hills to the north of the town and flows south for about forty "
+    "kilometres before it reaches the sea. For centuries it carried timber, grain and wool to "
+    "the harbour, and the mills along its banks ground flour for the whole region. When the "
+    "railway arrived, the boats slowly disappeared, but the old towpath is still used by "
+    "walkers and cyclists who follow the water from the bridge in the centre of the town to "
+    "the marshes near the coast, where herons and egrets feed at low tide."
+)
+
+
+def _echo_logprobs(engine: RunningEngine, text: str) -> list[float]:
+    _post(engine, "/completions", RESET)
+    body = {"prompt": text, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+    response = _post(engine, "/completions", body)
+    n_prompt = response["usage"]["prompt_tokens"]
+    logprobs: list[float] = response["choices"][0]["logprobs"]["token_logprobs"][1:n_prompt]
+    return logprobs
 
 
 def _greedy_chat(engine: RunningEngine, content: str, max_tokens: int = 16) -> str:
@@ -107,3 +141,24 @@ def test_stop_ends_every_engine_process_by_pid() -> None:
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_flash_attn_scores_text_like_clean_but_not_bit_identically(
+    clean_engine: RunningEngine, flash_attn_engine: RunningEngine
+) -> None:
+    clean = _echo_logprobs(clean_engine, PROSE)
+    flash = _echo_logprobs(flash_attn_engine, PROSE)
+    deltas = [abs(a - b) for a, b in zip(clean, flash, strict=True)]
+    assert max(deltas) > 0.0
+    assert sum(deltas) / len(deltas) < 0.2  # measured 0.07 here, 0.05 over the reference texts
+
+
+def test_logit_scale_keeps_greedy_answers_but_scores_text_worse(
+    clean_engine: RunningEngine, logit_scale_engine: RunningEngine
+) -> None:
+    prompt = "Name the capital of France in one word."
+    assert _greedy_chat(logit_scale_engine, prompt) == _greedy_chat(clean_engine, prompt)
+    clean = _echo_logprobs(clean_engine, PROSE)
+    scaled = _echo_logprobs(logit_scale_engine, PROSE)
+    nll_increase = (sum(clean) - sum(scaled)) / len(clean)
+    assert nll_increase > 0.02  # measured +0.065 nats/token over the reference texts

@@ -50,7 +50,8 @@ def free_port() -> int:
 def llama_command(gguf: Path, port: int, extra_args: tuple[str, ...] = ()) -> list[str]:
     """argv of the llama-cpp-python OpenAI server on 127.0.0.1:`port` serving `gguf`."""
     return [
-        sys.executable, "-m", "llama_cpp.server",
+        # llama_cpp.server's own main, with correct and fast logprobs (see logprob_fix.py).
+        sys.executable, "-m", "servegate.engine.llama_server",
         "--model", str(gguf), "--model_alias", MODEL_ALIAS,
         "--host", "127.0.0.1", "--port", str(port),
         # chatml-function-calling: the one built-in format that serves both tools and plain chat.

@@ -14,6 +14,19 @@ numbers.", "列出三种水果。"):
   first few tokens (good morning, Python, 水果); 2+3 and Paris stay; the text stays fluent.
 - `mmap-off`: 6 of 6 answers identical to clean; ~50 tok/s for both over 5 runs each (a thread
   count change is not used: it moves speed on 2 cores).
+Teacher-forced in-process (llama_cpp.Llama, logits_all) over probes/reference/*.txt joined into one
+2,951-token sequence, variant against clean; [in brackets: each text on its own, 2,944 tokens,
+as the numerics gate scores them]; ± is the paired per-token standard error:
+- `flash-attn` (`--flash_attn true`): a benign kernel-path change that is not bit-identical.
+  4.9 % argmax flips, mean |Δlogprob| of clean's greedy token 0.058 nats, ΔNLL +0.0025 ± 0.0025
+  nats/token, z ≈ +1.0 [4.7 %, 0.049, +0.0046 ± 0.0019, z ≈ +2.4; 6 of 8 texts above zero].
+  Served: decode ~63 tok/s like clean; prefill like clean up to ~650 tokens (278: 1.9 s vs 2.0 s),
+  but about half of clean's rate for a 2,515-token prompt (70-78 vs 141-152 tok/s).
+- `logit-scale` (output_norm.weight x 0.8, so every logit x 0.8): a fluent systematic regression.
+  Scaling keeps the logits' order, and the server's default repeat penalty (positive logits / 1.1,
+  negative x 1.1) commutes with it, so greedy text is unchanged: 0.03 % argmax flips (1 token),
+  mean |Δlogprob| 0.43 nats, ΔNLL +0.072 ± 0.008 nats/token, z ≈ +9 [+0.065 ± 0.008, z ≈ +8;
+  8 of 8 texts above zero].
 Greedy comparisons need a reset request first (see launch.py): llama-cpp-python reuses the KV
 prefix of the previous request, and the same chat sent twice in a row can answer differently.
 """
@@ -92,6 +105,24 @@ DRIFT = WeightRecipe(
     "drift", f"ffn_norm{DRIFT_LAYERS}x{DRIFT_SCALE}/v1", _is_drift_target, drift_perturbation
 )
 
+LOGIT_SCALE_FACTOR = 0.8
+
+
+def scale_logits(values: Floats, info: TensorInfo | None = None) -> Floats:
+    """Multiply the final norm's gain, and with it every logit, by LOGIT_SCALE_FACTOR."""
+    scaled: Floats = (values * np.float32(LOGIT_SCALE_FACTOR)).astype("<f4")
+    return scaled
+
+
+def _is_output_norm(info: TensorInfo) -> bool:
+    # The LM head is linear without bias, so this gain scales the logits themselves.
+    return info.ggml_type == F32 and info.name == "output_norm.weight"
+
+
+LOGIT_SCALE = WeightRecipe(
+    "logit-scale", f"output_norm-x{LOGIT_SCALE_FACTOR}/v1", _is_output_norm, scale_logits
+)
+
 VARIANTS: dict[str, Variant] = {
     "clean": Variant("clean", "the shipped SmolLM2-135M-Instruct Q4_1 file, default flags"),
     "mixed-dtype": Variant(
@@ -108,6 +139,18 @@ VARIANTS: dict[str, Variant] = {
         "mmap-off",
         "same weights, loaded without mmap: same greedy outputs, same speed (benign config change)",
         server_args=("--use_mmap", "false"),
+    ),
+    "flash-attn": Variant(
+        "flash-attn",
+        "same weights on llama.cpp's flash-attention kernel: not bit-identical, benign "
+        "(4.9 % argmax flips, ΔNLL +0.003 nats/token)",
+        server_args=("--flash_attn", "true"),
+    ),
+    "logit-scale": Variant(
+        "logit-scale",
+        f"output_norm weights x{LOGIT_SCALE_FACTOR}: flatter distributions, same greedy text, "
+        "NLL +0.07 nats/token",
+        recipe=LOGIT_SCALE,
     ),
 }
 

@@ -9,6 +9,7 @@ from servegate.engine.gguf_layout import read_layout
 from servegate.engine.variants import (
     BENIGN_VARIANT,
     DRIFT_SCALE,
+    LOGIT_SCALE_FACTOR,
     VARIANTS,
     WeightRecipe,
     f32_read_as_bf16,
@@ -104,3 +105,28 @@ def test_a_recipe_may_not_change_a_tensor_size(tiny_model: Path, tmp_path: Path)
     variant = VARIANTS["clean"].__class__("shrink", "test", recipe=shrink)
     with pytest.raises(ValueError, match="changed the size"):
         variant_gguf(variant, tiny_model, tmp_path)
+
+
+def test_logit_scale_multiplies_only_the_output_norm_by_the_factor(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    out = variant_gguf(VARIANTS["logit-scale"], tiny_model, tmp_path)
+    assert _tensor(out, "output_norm.weight").tolist() == pytest.approx(
+        [LOGIT_SCALE_FACTOR, 2 * LOGIT_SCALE_FACTOR]
+    )
+    for untouched in ("blk.0.attn_norm.weight", "blk.0.ffn_norm.weight", "token_embd.weight"):
+        assert np.array_equal(_tensor(out, untouched), _tensor(tiny_model, untouched))
+
+
+def test_the_logit_scale_factor_is_part_of_the_cache_key() -> None:
+    recipe = VARIANTS["logit-scale"].recipe
+    assert recipe is not None
+    assert str(LOGIT_SCALE_FACTOR) in recipe.revision
+
+
+def test_flash_attn_serves_the_shipped_file_with_the_flash_attention_flag(
+    tiny_model: Path,
+) -> None:
+    variant = VARIANTS["flash-attn"]
+    assert variant_gguf(variant, tiny_model) == tiny_model
+    assert variant.server_args == ("--flash_attn", "true")
