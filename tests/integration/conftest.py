@@ -20,15 +20,29 @@ if TYPE_CHECKING:
 HANG_THRESHOLD_CHARS = 500
 
 
+def require_engine() -> None:
+    """Fail when the reference engine is missing under the project's test command (scripts/test.sh
+    sets SERVEGATE_REQUIRE_ENGINE, and setup.sh dev installs the engine): a missing engine there
+    is a broken set-up, never a skip. A bare `pytest` elsewhere skips, saying why."""
+    if importlib.util.find_spec("llama_cpp") is not None:
+        return
+    if os.environ.get("SERVEGATE_REQUIRE_ENGINE") or os.environ.get("CI"):
+        pytest.fail("reference engine not installed (bash scripts/setup.sh dev)")
+    pytest.skip("reference engine not installed (bash scripts/setup.sh engine)")
+
+
 def _engine_or_skip(variant: str, fault: str | None = None, **options: int) -> RunningEngine:
-    if importlib.util.find_spec("llama_cpp") is None:
-        # In CI a missing engine is a broken set-up, never a quiet skip.
-        if os.environ.get("CI"):
-            pytest.fail("reference engine not installed in CI (scripts/setup.sh dev)")
-        pytest.skip("reference engine not installed (scripts/setup.sh engine)")
+    require_engine()
     from servegate.engine import FaultOptions, start_engine
 
     return start_engine(variant, fault=fault, fault_options=FaultOptions(**options))
+
+
+@pytest.fixture(scope="session")
+def engine_factory() -> Callable[..., RunningEngine]:
+    """`engine_factory(variant, fault=None, **options)`: start a reference engine (a context
+    manager); fails under the test command when the engine is not installed."""
+    return _engine_or_skip
 
 
 @pytest.fixture(scope="session")

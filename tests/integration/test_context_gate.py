@@ -1,6 +1,7 @@
 """The context gate against the real reference engine on loopback: clean against clean passes."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -10,6 +11,9 @@ from servegate.gates.context import ContextPlan, collect, evaluate
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import GateResult, Status
 
+if TYPE_CHECKING:
+    from servegate.engine import RunningEngine
+
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # Short on purpose: prompt processing dominates on a 2-core CPU, so one short and one medium
@@ -18,11 +22,8 @@ PLAN = ContextPlan(needles=((300, "start"), (900, "end")), cache_needle=(900, "e
 
 
 @pytest.fixture(scope="module")
-def clean_pair_result() -> Iterator[GateResult]:
-    pytest.importorskip("llama_cpp")
-    from servegate.engine.launch import start_engine
-
-    with start_engine("clean") as baseline, start_engine("clean") as candidate:
+def clean_pair_result(engine_factory: Callable[..., RunningEngine]) -> Iterator[GateResult]:
+    with engine_factory("clean") as baseline, engine_factory("clean") as candidate:
         cfg = GateConfig(
             baseline=EndpointConfig(url=baseline.base_url),
             candidate=EndpointConfig(url=candidate.base_url),

@@ -1,14 +1,19 @@
 """The numerics gate against the real reference engine (llama.cpp, SmolLM2-135M) on loopback.
 
-The A/A floor is measured once on the clean baseline and shared: each comparison then costs one
-baseline and one candidate request per prompt. On this 2-core CPU a request takes 1-4 s.
+Expected verdicts come from measurements (teacher forcing over the shipped reference texts, see
+engine/variants.py): `flash-attn` (a different attention kernel) and `drift` (a few norm weights
+±2 %) flip ~5 % of argmax tokens at near-ties with an unchanged perplexity, so both must pass;
+`logit-scale` keeps every greedy token and is systematically worse (ΔNLL +0.07 nats/token,
+z ≈ 9), so it must fail on perplexity; `mixed-dtype` answers commas (confident flips).
+
+The noise floor is measured once on the clean baseline and shared between the comparisons.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,22 +23,16 @@ from servegate.gates import noise, numerics
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import GateResult, Status
 
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        importlib.util.find_spec("llama_cpp") is None, reason="reference engine not installed"
-    ),
-]
+if TYPE_CHECKING:
+    from servegate.engine import RunningEngine
 
-if importlib.util.find_spec("llama_cpp") is not None:
-    from servegate.engine import RunningEngine, start_engine
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
+OPTS = numerics.NumericsConfig(prompts=numerics.PROMPTS[:6], embeddings=False)
 
 
 @pytest.fixture(scope="module")
-def baseline() -> Iterator[RunningEngine]:
-    with start_engine("clean") as engine:
+def baseline(engine_factory: Callable[..., RunningEngine]) -> Iterator[RunningEngine]:
+    with engine_factory("clean") as engine:
         yield engine
 
 
@@ -42,62 +41,96 @@ def floor(baseline: RunningEngine) -> noise.NoiseFloor:
     async def measure() -> noise.NoiseFloor:
         async with OpenAIEndpoint("baseline", baseline.base_url) as ep:
             pair = EndpointPair(ep, ep, model=baseline.model)
-            requests = await numerics.plan(pair, numerics.NumericsConfig(), 120.0)
+            requests = await numerics.plan(pair, OPTS, 120.0)
             return await noise.collect(pair, requests, deadline_s=120.0)
 
     return asyncio.run(measure())
 
 
-def gate(baseline: RunningEngine, variant: str, floor: noise.NoiseFloor) -> GateResult:
-    async def run(candidate_url: str) -> GateResult:
-        cfg = GateConfig(
-            baseline=EndpointConfig(url=baseline.base_url),
-            candidate=EndpointConfig(url=candidate_url),
-            request_deadline_s=120.0,
-        )
-        async with (
-            OpenAIEndpoint("baseline", baseline.base_url) as b,
-            OpenAIEndpoint("candidate", candidate_url) as c,
-        ):
-            pair = EndpointPair(b, c, model=baseline.model)
-            evidence = await numerics.collect(pair, cfg, noise=floor)
-        return numerics.evaluate(evidence, cfg.policy)
+@pytest.fixture(scope="module")
+def gate(
+    baseline: RunningEngine, floor: noise.NoiseFloor, engine_factory: Callable[..., RunningEngine]
+) -> Callable[[str], GateResult]:
+    def run(variant: str) -> GateResult:
+        async def judge(candidate_url: str) -> GateResult:
+            cfg = GateConfig(
+                baseline=EndpointConfig(url=baseline.base_url),
+                candidate=EndpointConfig(url=candidate_url),
+                request_deadline_s=120.0,
+            )
+            async with (
+                OpenAIEndpoint("baseline", baseline.base_url) as b,
+                OpenAIEndpoint("candidate", candidate_url) as c,
+            ):
+                pair = EndpointPair(b, c, model=baseline.model)
+                evidence = await numerics.collect(pair, cfg, OPTS, noise=floor)
+            return numerics.evaluate(evidence, cfg.policy)
 
-    with start_engine(variant) as candidate:
-        return asyncio.run(run(candidate.base_url))
+        with engine_factory(variant) as candidate:
+            return asyncio.run(judge(candidate.base_url))
+
+    return run
 
 
-def test_the_clean_baseline_agrees_with_itself_exactly(floor: noise.NoiseFloor) -> None:
-    assert floor.measured
-    assert floor.exact_match_rate == 1.0
-    assert floor.mean_abs_dlogprob < 1e-3
+def outcome(result: GateResult, name: str) -> str:
+    return str(next(c.outcome for c in result.checks if c.name == name))
 
 
-def test_a_second_clean_engine_passes(baseline: RunningEngine, floor: noise.NoiseFloor) -> None:
-    result = gate(baseline, "clean", floor)
+def test_the_clean_baseline_repeats_itself_exactly_and_measures_its_own_paths(
+    floor: noise.NoiseFloor,
+) -> None:
+    assert floor.flip_rate("repeat") == 0.0
+    assert floor.mean_abs_dlogprob("repeat") == pytest.approx(0.0, abs=1e-6)
+    assert set(floor.paths) == {"repeat", "cache-hit", "stream", "alongside"}
+    assert floor.unmeasured_paths == ()
+
+
+def test_a_second_clean_engine_passes_with_an_exactly_zero_perplexity_shift(
+    gate: Callable[[str], GateResult],
+) -> None:
+    result = gate("clean")
+    assert result.status is Status.PASS, result.summary
+    assert result.metrics["exact_match_rate"] == 1.0
+    assert result.metrics["perplexity_shift_nats"] == 0.0
+    assert result.metrics["perplexity_tokens"] > 2500  # every reference text was scored
+    assert {n.split(":")[0] for n in result.not_measured} == {
+        "cross-scored NLL excess of divergent answers",  # nothing diverged: nothing to score
+        "embeddings cosine",  # not asked for in this test
+    }
+
+
+@pytest.mark.parametrize("variant", ["flash-attn", "drift"])
+def test_a_kernel_level_change_passes_with_its_drift_explained(
+    gate: Callable[[str], GateResult], variant: str
+) -> None:
+    result = gate(variant)
     assert result.status is Status.PASS, result.summary
     assert result.metrics["confident_flips"] == 0
+    assert abs(result.metrics["perplexity_shift_z"]) < 3.0  # type: ignore[arg-type]
+    assert all(d.explanation != "confident" for d in result.divergences)
 
 
-def test_the_benign_config_variant_passes(baseline: RunningEngine, floor: noise.NoiseFloor) -> None:
-    result = gate(baseline, "mmap-off", floor)
-    assert result.status is Status.PASS, result.summary
+def test_a_wrong_logit_scale_fails_on_perplexity_though_greedy_text_is_unchanged(
+    gate: Callable[[str], GateResult],
+) -> None:
+    result = gate("logit-scale")
+    assert result.metrics["exact_match_rate"] == 1.0
+    assert result.status is Status.FAIL
+    assert outcome(result, "perplexity_shift") == "fail"
+    assert result.metrics["perplexity_shift_z"] > 5.0  # type: ignore[operator]
 
 
 def test_mixed_dtype_commas_fail_as_confident_disagreements(
-    baseline: RunningEngine, floor: noise.NoiseFloor
+    gate: Callable[[str], GateResult],
 ) -> None:
-    result = gate(baseline, "mixed-dtype", floor)
+    result = gate("mixed-dtype")
     assert result.status is Status.FAIL
     numerics_findings = [f for f in result.findings if f.category == "numerics"]
     assert numerics_findings
     assert result.metrics["confident_flips"] == result.metrics["probes_compared"]
     assert all(f.candidate_excerpt and "," in f.candidate_excerpt for f in numerics_findings)
-
-
-def test_drift_of_a_few_norm_weights_is_caught(
-    baseline: RunningEngine, floor: noise.NoiseFloor
-) -> None:
-    result = gate(baseline, "drift", floor)
-    assert result.status is Status.FAIL, result.metrics
-    assert {f.category for f in result.findings if f.blocking} == {"numerics"}
+    # Its greedy continuations do not survive an echo round trip (",", "-" re-tokenize as ",-"),
+    # so its echo alignment cannot be verified and its perplexity is not measured, not passed.
+    ppl = next(c for c in result.checks if c.name == "perplexity_shift")
+    assert ppl.outcome == "not-measured"
+    assert "candidate: the continuation re-tokenizes differently" in ppl.reason

@@ -87,6 +87,7 @@ class NumericsEvidence:
     model: str | None = None
     # per side: mean |echo − generation logprob| on a greedy continuation; None: no echo
     alignment_nats: dict[str, float | None] = field(default_factory=dict)
+    alignment_notes: dict[str, str] = field(default_factory=dict)  # per side: why None
     texts: tuple[TextScore, ...] = ()
     embeddings: tuple[Embeddings, Embeddings | None] | None = None  # candidate None: not asked
 
@@ -153,10 +154,11 @@ async def collect(
         )
         observations.append(Observation(req, b, c))
     aligned: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
     texts: tuple[TextScore, ...] = ()
     if (opts.perplexity or opts.cross_scoring) and requests:
         for ep in (pair.baseline, pair.candidate):
-            aligned[ep.name] = await alignment(pair, ep, dl)
+            aligned[ep.name], notes[ep.name] = await alignment(pair, ep, dl)
     echo = all(aligned.get(ep.name) is not None for ep in (pair.baseline, pair.candidate))
     if opts.perplexity and echo:
         texts = await score_texts(pair, dl)
@@ -174,6 +176,7 @@ async def collect(
         pair.candidate.base_url,
         pair.model,
         aligned,
+        notes,
         texts,
         emb,
     )
@@ -388,17 +391,18 @@ def _magnitude_checks(
 
 def _perplexity_check(ev: NumericsEvidence, policy: Policy) -> tuple[Check, dict[str, Any]]:
     title = "perplexity shift on the reference texts"
-    align = {side: ev.alignment_nats.get(side) for side in ("baseline", "candidate")}
-    off = [
-        f"{side} {v if v is None else round(v, 3)}"
-        for side, v in align.items()
-        if v is None or v > policy.echo_alignment_max_nats
-    ]
+    off = []
+    for side in ("baseline", "candidate"):
+        error = ev.alignment_nats.get(side)
+        if error is None:
+            off.append(f"{side}: {ev.alignment_notes.get(side) or 'not checked'}")
+        elif error > policy.echo_alignment_max_nats:
+            off.append(
+                f"{side}: echo logprobs {error:.3f} nats/token off its generation "
+                f"logprobs (limit {policy.echo_alignment_max_nats}): not aligned"
+            )
     if off:
-        why = (
-            "echo logprobs missing or not aligned with generation logprobs (mean error nats: "
-            f"{', '.join(off)}; limit {policy.echo_alignment_max_nats})"
-        )
+        why = "echo logprobs cannot be trusted: " + "; ".join(off)
         return not_measured("perplexity_shift", title, why, core=True, row=ROW_PERPLEXITY), {}
     result = perplexity_shift(ev.texts)
     info: dict[str, Any] = {

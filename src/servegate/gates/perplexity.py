@@ -31,7 +31,13 @@ from servegate.gates.pair import EndpointPair
 from servegate.stats.shift import PairedShift
 
 NAME = "numerics"
-ALIGNMENT_PROMPT = "1, 2, 3, 4, 5, 6, 7,"
+# Greedy continuations of these are echoed back; the first whose tokens survive the round trip
+# measures the alignment (a garbage continuation may merge into other tokens when re-tokenized).
+ALIGNMENT_PROMPTS = (
+    "1, 2, 3, 4, 5, 6, 7,",
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+)
 
 
 @cache
@@ -53,18 +59,39 @@ async def _send(
     return await pair.send(ep, "completions", body, gate=NAME, probe=probe, deadline_s=deadline_s)
 
 
-async def alignment(pair: EndpointPair, ep: Endpoint, deadline_s: float) -> float | None:
-    """Mean |echo logprob − generation logprob| over a greedy continuation; None without echo."""
-    body = {"prompt": ALIGNMENT_PROMPT, "max_tokens": 6, "temperature": 0, "logprobs": 1}
+async def _alignment_on(
+    pair: EndpointPair, ep: Endpoint, prompt: str, deadline_s: float
+) -> tuple[float | None, str]:
+    body = {"prompt": prompt, "max_tokens": 6, "temperature": 0, "logprobs": 1}
     gen = await _send(pair, ep, body, "align", deadline_s)
     if not gen.ok or not gen.logprobs or not gen.text:
-        return None
-    echoed = await _send(pair, ep, echo_body(ALIGNMENT_PROMPT + gen.text), "align", deadline_s)
-    tail = (echoed.prompt_logprobs or ())[-len(gen.logprobs) :]
-    if not echoed.ok or len(tail) != len(gen.logprobs) or any(t is None for t in tail):
-        return None
+        return None, f"no greedy continuation with logprobs ({describe_error(gen)})"
+    echoed = await _send(pair, ep, echo_body(prompt + gen.text), "align", deadline_s)
+    if not echoed.ok or not echoed.prompt_logprobs:
+        return None, f"no echo logprobs ({describe_error(echoed)})"
+    tail = echoed.prompt_logprobs[-len(gen.logprobs) :]
+    if [t.token if t else None for t in tail] != [g.token for g in gen.logprobs]:
+        return None, "the continuation re-tokenizes differently when echoed"
     pairs = zip(tail, gen.logprobs, strict=True)
-    return sum(abs(t.logprob - g.logprob) for t, g in pairs if t is not None) / len(tail)
+    return sum(abs(t.logprob - g.logprob) for t, g in pairs if t is not None) / len(tail), ""
+
+
+async def alignment(
+    pair: EndpointPair, ep: Endpoint, deadline_s: float
+) -> tuple[float | None, str]:
+    """Mean |echo logprob − generation logprob| over a greedy continuation, echoed with the same
+    tokens; (None, why) when no echo logprobs came back or no continuation re-tokenized the same.
+    """
+    why = ""
+    for prompt in ALIGNMENT_PROMPTS:
+        error, why = await _alignment_on(pair, ep, prompt, deadline_s)
+        if error is not None or why.startswith("no echo"):
+            return error, why
+    return None, why
+
+
+def describe_error(result: Completion) -> str:
+    return f"{result.error.category}: {result.error.message[:120]}" if result.error else "empty"
 
 
 @dataclass(frozen=True)
