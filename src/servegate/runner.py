@@ -18,7 +18,8 @@ from servegate.config.models import GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.gates import context, golden, numerics, startup
-from servegate.gates.pair import EndpointPair, NullRecorder, Recorder
+from servegate.gates.pair import EndpointPair
+from servegate.gates.recording import NullRecorder, Recorder
 from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
 from servegate.verdict.model import Fingerprint, GateResult, Report, Status

@@ -31,7 +31,7 @@ def require_engine() -> None:
     pytest.skip("reference engine not installed (bash scripts/setup.sh engine)")
 
 
-def _engine_or_skip(variant: str, fault: str | None = None, **options: int) -> RunningEngine:
+def _engine_or_skip(variant: str, fault: str | None = None, **options: Any) -> RunningEngine:
     require_engine()
     from servegate.engine import FaultOptions, start_engine
 

@@ -1,5 +1,7 @@
 """The context gate against the real reference engine on loopback: clean against clean passes."""
 
+from __future__ import annotations
+
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 

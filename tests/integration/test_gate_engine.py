@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import socket
+import sqlite3
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +118,55 @@ def test_unreachable_candidate_is_inconclusive_naming_the_side(
     assert "unreachable" in proc.stderr
 
 
-def test_every_request_is_recorded_and_the_run_is_listed(
-    clean_engine: RunningEngine, benign_engine: RunningEngine, tmp_path: Path
+def _exchanges_sent(log: Path) -> Counter[tuple[str, str, str]]:
+    """What the engine behind the passthrough proxy was sent: (method, path, JSON body)."""
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    return Counter((x["method"], x["path"], json.dumps(x["body"], sort_keys=True)) for x in lines)
+
+
+def _exchanges_recorded(db: Path, side: str) -> Counter[tuple[str, str, str]]:
+    """What servegate stored for `side`, mapped to the same (method, path, body) shape."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "select api, request_json from requests where side = ?", (side,)
+        ).fetchall()
+    out: Counter[tuple[str, str, str]] = Counter()
+    for api, request_json in rows:
+        body = json.loads(request_json)
+        if api.startswith(("GET ", "POST ")):
+            method, rel = api.split(" ", 1)
+            path = posixpath.normpath("/v1/" + rel.lstrip("/"))
+        else:
+            method, path = "POST", {"chat": "/v1/chat/completions"}.get(api, f"/v1/{api}")
+        out[(method, path, json.dumps(body or None, sort_keys=True))] += 1
+    return out
+
+
+def test_every_request_the_candidate_was_sent_is_recorded_and_the_run_is_listed(
+    clean_engine: RunningEngine, engine_factory: Callable[..., RunningEngine], tmp_path: Path
 ) -> None:
-    gate(clean_engine, benign_engine, tmp_path, "--name", "recorded")
+    log = tmp_path / "sent.jsonl"
+    with engine_factory("clean", "passthrough", request_log=str(log)) as candidate:
+        log.write_text("")  # forget start_engine's own readiness polls
+        proc, _ = gate(clean_engine, candidate, tmp_path, "--name", "recorded")
+    assert proc.returncode == 0, proc.stderr
+    sent = _exchanges_sent(log)
+    recorded = _exchanges_recorded(tmp_path / "runs.db", "candidate")
+    # The one request sent before the run exists (README): the preflight GET /models.
+    assert sent - recorded == Counter({("GET", "/v1/models", "null"): 1})
+    assert recorded - sent == Counter()
+    # The log saw the gate's own traffic: each of the five canaries streamed once to the candidate
+    # (the capability probe's stream is the one that asks for usage).
+    streamed_canaries = sum(
+        n for (_, path, body), n in sent.items()
+        if path == "/v1/chat/completions" and '"stream": true' in body
+        and "stream_options" not in body
+    )  # fmt: skip
+    assert streamed_canaries == 5
     proc = servegate("runs", "--db", str(tmp_path / "runs.db"), "--json")
     assert proc.returncode == 0
     [run] = json.loads(proc.stdout)
-    assert run["name"] == "recorded"
-    assert run["verdict"] == "pass"
-    # 5 canaries on 2 sides, plus readiness and the impossible request on each side.
-    assert run["requests"] == 5 * 2 + 2 * 2
+    assert (run["name"], run["verdict"]) == ("recorded", "pass")
 
 
 def test_probe_prints_the_real_capability_table(clean_engine: RunningEngine) -> None:

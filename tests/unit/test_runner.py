@@ -114,7 +114,8 @@ async def test_the_run_deadline_keeps_a_finished_fail_and_marks_the_gates_it_cut
     ]
     assert _rows(db, "select state, verdict, exit_code from runs") == [("finished", "fail", 1)]
     assert _rows(db, "select gate, probe, side, http_status from requests") == [
-        ("startup", "ready", "baseline", 200)
+        ("startup", "ready:isolation", "baseline", 200),  # the isolation request is recorded too
+        ("startup", "ready", "baseline", 200),
     ]
 
 
@@ -159,7 +160,10 @@ async def test_a_cancelled_run_is_marked_crashed_with_its_finished_gates_already
     assert reason.startswith("CancelledError: ")
     assert finished_at is not None
     assert _rows(db, "select gate, status from gate_results") == [("startup", "fail")]
-    assert _rows(db, "select gate, probe from requests") == [("startup", "ready")]
+    assert sorted(_rows(db, "select gate, probe from requests")) == [
+        ("startup", "ready"),
+        ("startup", "ready:isolation"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -220,9 +224,13 @@ async def test_a_database_locked_mid_run_is_a_store_error_and_the_committed_rows
         locker.close()
 
     message = str(raised.value)
-    assert message.startswith("cannot record the baseline request numerics/ready of run ")
+    # the first write after the lock: the isolation request sent before the numerics probe
+    assert message.startswith("cannot record the baseline request numerics/ready:isolation of run ")
     assert message.endswith(f"in the database {db}: database is locked (another process held it "
                             "longer than the busy timeout)")  # fmt: skip
     assert "INSERT" not in message
     assert _rows(db, "select gate, status from gate_results") == [("startup", "pass")]
-    assert _rows(db, "select gate, probe from requests") == [("startup", "ready")]
+    assert sorted(_rows(db, "select gate, probe from requests")) == [
+        ("startup", "ready"),
+        ("startup", "ready:isolation"),
+    ]

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientResponse, ClientSession, ClientTimeout, web
@@ -168,8 +169,20 @@ async def forward(
         return response
 
 
-def proxy_app(fault: Fault, upstream: str) -> web.Application:
-    """An aiohttp app that applies `fault` and forwards everything it lets through."""
+def _log_request(path: Path, request: web.Request, body: bytes) -> None:
+    try:
+        payload: object = json.loads(body) if body else None
+    except ValueError:
+        payload = body.decode("utf-8", "replace")
+    line = json.dumps({"method": request.method, "path": request.path, "body": payload})
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def proxy_app(fault: Fault, upstream: str, request_log: Path | None = None) -> web.Application:
+    """An aiohttp app that applies `fault` and forwards everything it lets through; with
+    `request_log`, each request (method, path, JSON body) is appended to it as it arrives, so a
+    test can compare what the engine was sent with what servegate recorded."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     session_key = web.AppKey("session", ClientSession)
 
@@ -182,6 +195,8 @@ def proxy_app(fault: Fault, upstream: str) -> web.Application:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         body = await request.read()
+        if request_log is not None:
+            _log_request(request_log, request, body)
         decided = await fault(request, body)
         if isinstance(decided, web.StreamResponse):
             return decided

@@ -17,6 +17,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from aiohttp import web
 
@@ -50,6 +51,7 @@ class FaultOptions:
     system_text: str = DEFAULT_SYSTEM_TEXT  # template-drift: added to the system prompt
     truncate_fraction: float = 0.3  # json-truncated: share of the content cut off the end
     runaway_max_tokens: int = 256  # eos-ignored: the length limit when a request sets none
+    request_log: str = ""  # any fault: append each request received to this JSONL file
 
     def __post_init__(self) -> None:
         if self.threshold_chars < 0 or self.delay_ms < 0:
@@ -211,6 +213,15 @@ def eos_ignored(options: FaultOptions) -> Fault:
     return fault
 
 
+def passthrough(options: FaultOptions) -> Fault:
+    """No fault at all: the proxy in front of a clean engine, e.g. to log what it is sent."""
+
+    async def fault(request: web.Request, body: bytes) -> None:
+        return None
+
+    return fault
+
+
 # Explicit registry, in the order `servegate engine variants` lists them.
 FAULTS: dict[str, FaultSpec] = {
     "hang-long": FaultSpec(
@@ -236,6 +247,10 @@ FAULTS: dict[str, FaultSpec] = {
     "eos-ignored": FaultSpec(
         "generation runs past EOS to max_tokens: finish_reason length where it was stop",
         eos_ignored,
+    ),
+    "passthrough": FaultSpec(
+        "no fault: every request forwarded unchanged (with request_log: each one written down)",
+        passthrough,
     ),
     "slow": FaultSpec(
         "adds delay_ms before every request and between streamed events",
@@ -263,7 +278,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"fault proxy {args.fault}: 127.0.0.1:{args.port} -> {args.upstream}", flush=True)
     # A short shutdown grace: held (hanging) requests must not delay SIGTERM by a minute.
     web.run_app(
-        proxy_app(fault, args.upstream.rstrip("/")),
+        proxy_app(
+            fault,
+            args.upstream.rstrip("/"),
+            Path(options.request_log) if options.request_log else None,
+        ),
         host="127.0.0.1",
         port=args.port,
         shutdown_timeout=1.0,

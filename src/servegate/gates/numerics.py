@@ -167,8 +167,10 @@ async def collect(
     emb = None
     if opts.embeddings:
         body = pair.body({"input": list(EMBEDDING_INPUTS)})
-        eb = await pair.baseline.embeddings(body, deadline_s=dl)
-        emb = (eb, await pair.candidate.embeddings(body, deadline_s=dl) if eb.ok else None)
+        b_emb = pair.recording(pair.baseline, gate=NAME, probe="embeddings")
+        c_emb = pair.recording(pair.candidate, gate=NAME, probe="embeddings")
+        eb = await b_emb.embeddings(body, deadline_s=dl)
+        emb = (eb, await c_emb.embeddings(body, deadline_s=dl) if eb.ok else None)
     return NumericsEvidence(
         tuple(observations),
         noise,
@@ -412,6 +414,8 @@ def _perplexity_check(ev: NumericsEvidence, policy: Policy) -> tuple[Check, dict
         "tokens": result.shift.n,
         "baseline_mean_nll_nats": result.baseline_nll,
         "shift_nats": result.shift.mean if result.shift.n else None,
+        "argmax_flip_rate": result.argmax_flip_rate,
+        "mean_abs_dlogprob_nats": result.mean_abs_dlogprob,
         "stderr_nats": result.shift.stderr,
         "z": result.shift.z,
     }
@@ -591,6 +595,8 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
         metrics["perplexity_shift_nats"] = ppl_info["shift_nats"]
         metrics["perplexity_shift_stderr_nats"] = ppl_info["stderr_nats"]
         metrics["perplexity_shift_z"] = ppl_info["z"]
+        metrics["reference_argmax_flip_rate"] = ppl_info["argmax_flip_rate"]
+        metrics["reference_mean_abs_dlogprob_nats"] = ppl_info["mean_abs_dlogprob_nats"]
     return gate_result(
         NAME,
         checks,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
+from servegate.gates.recording import NullRecorder, Recorder, RecordingEndpoint
 
 Api = Literal["chat", "completions"]
 
@@ -17,37 +18,6 @@ Api = Literal["chat", "completions"]
 # sides. Without it the same request twice can flip greedy answers, and a baseline that served an
 # earlier run would not be comparable with a fresh candidate.
 ISOLATION_REQUEST: Mapping[str, Any] = {"prompt": "0", "max_tokens": 1, "temperature": 0}
-
-
-class Recorder(Protocol):
-    """Where each request and its result go as they complete (the store implements this)."""
-
-    def record(
-        self,
-        *,
-        gate: str,
-        probe: str,
-        side: str,
-        api: str,
-        request: Mapping[str, Any],
-        result: Completion,
-    ) -> None: ...
-
-
-class NullRecorder:
-    """Records nothing: for evaluating gates in tests and one-off calls."""
-
-    def record(
-        self,
-        *,
-        gate: str,
-        probe: str,
-        side: str,
-        api: str,
-        request: Mapping[str, Any],
-        result: Completion,
-    ) -> None:
-        return None
 
 
 HUNG = (ErrorCategory.TIMEOUT, ErrorCategory.STALLED)
@@ -94,6 +64,10 @@ class EndpointPair:
             out.setdefault("model", self.model)
         return out
 
+    def recording(self, endpoint: Endpoint, *, gate: str, probe: str) -> Endpoint:
+        """`endpoint` with every call it makes recorded under `gate`/`probe`."""
+        return RecordingEndpoint(endpoint, self.recorder, gate, probe)
+
     def hung(self, endpoint: Endpoint) -> bool:
         """True once `endpoint` timed out on `hung_after` requests in a row."""
         return self._timeouts_in_a_row.get(endpoint.name, 0) >= self.hung_after
@@ -127,7 +101,8 @@ class EndpointPair:
         attempts = 2 if reference is not None else 1
         for _ in range(attempts):
             if self.isolate if isolate is None else isolate:
-                await endpoint.completion(self.body(ISOLATION_REQUEST), deadline_s=deadline)
+                tagged = self.recording(endpoint, gate=gate, probe=f"{probe}:isolation")
+                await tagged.completion(self.body(ISOLATION_REQUEST), deadline_s=deadline)
             call = endpoint.chat if api == "chat" else endpoint.completion
             result = await call(body, deadline_s=deadline)
             self._record(gate, probe, endpoint, api, body, result)

@@ -140,12 +140,20 @@ class ShiftResult:
     texts_compared: tuple[str, ...]
     texts_unscored: tuple[str, ...]  # a side returned no prompt logprobs
     texts_tokenized_differently: tuple[str, ...]
+    argmax_flip_rate: float | None = None  # positions whose top-1 token differs between sides
+    mean_abs_dlogprob: float | None = None  # |Δ| of the text's own token's logprob, per token
+
+
+def _top1(entry: TokenLogprob) -> str:
+    return max((*entry.top, (entry.token, entry.logprob)), key=lambda t: t[1])[0]
 
 
 def perplexity_shift(scores: Sequence[TextScore]) -> ShiftResult:
-    """Per-token NLL differences (candidate − baseline) grouped by text."""
+    """Per-token NLL differences (candidate − baseline) grouped by text, with the share of
+    positions whose top-1 token differs (argmax flips under teacher forcing)."""
     groups: list[list[float]] = []
     base: list[float] = []
+    flips: list[bool] = []
     compared, unscored, differ = [], [], []
     for s in scores:
         b, c = token_nlls(s.baseline), token_nlls(s.candidate)
@@ -157,12 +165,18 @@ def perplexity_shift(scores: Sequence[TextScore]) -> ShiftResult:
             groups.append([y - x for (_, x), (_, y) in zip(b, c, strict=True)])
             base += [x for _, x in b]
             compared.append(s.text_id)
+            entries = (s.baseline.prompt_logprobs or (), s.candidate.prompt_logprobs or ())
+            pairs = zip(*entries, strict=True)  # same tokens, so the same length
+            flips += [_top1(x) != _top1(y) for x, y in pairs if x is not None and y is not None]
+    diffs = [abs(d) for g in groups for d in g]
     return ShiftResult(
         PairedShift.from_groups(groups),
         sum(base) / len(base) if base else None,
         tuple(compared),
         tuple(unscored),
         tuple(differ),
+        sum(flips) / len(flips) if flips else None,
+        sum(diffs) / len(diffs) if diffs else None,
     )
 
 

@@ -57,7 +57,8 @@ def _model_ids(resp: RawResponse) -> tuple[str, ...]:
 
 
 async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEvidence:
-    models = await ep.raw("GET", "/models", deadline_s=cfg.probe_deadline_s)
+    listing = pair.recording(ep, gate=NAME, probe="models")
+    models = await listing.raw("GET", "/models", deadline_s=cfg.probe_deadline_s)
     t0 = time.perf_counter()
     ready = await ep.completion(pair.body(READY_REQUEST), deadline_s=cfg.probe_deadline_s)
     ready_ms = (time.perf_counter() - t0) * 1e3 if ready.ok else None
@@ -84,13 +85,11 @@ async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEviden
         probe="impossible-request",
         side=ep.name,
         api="completions",
-        request={
-            **impossible_body,
-            "prompt": f"{IMPOSSIBLE_WORD!r} * {cfg.impossible_prompt_words}",
-        },
+        request=impossible_body,
         result=impossible,
     )
-    caps = await discover(ep, pair.model, deadline_s=cfg.probe_deadline_s) if ready.ok else {}
+    prober = pair.recording(ep, gate=NAME, probe="capabilities")
+    caps = await discover(prober, pair.model, deadline_s=cfg.probe_deadline_s) if ready.ok else {}
     return SideEvidence(
         name=ep.name,
         base_url=ep.base_url,

@@ -20,7 +20,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, s
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from servegate.endpoints.types import Completion
+from servegate.endpoints.types import Completion, RawResponse
+from servegate.gates.recording import Result
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where, why
 from servegate.store.migration import add_missing_columns
@@ -88,9 +89,14 @@ def _clean(text: str | None) -> str | None:
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
-def _result_json(result: Completion) -> str:
+RAW_BODY_CHARS = 65_536  # a raw response body (GET /metrics, /version) is kept up to this
+
+
+def _result_json(result: Result) -> str:
     data = dataclasses.asdict(result)
     data.pop("raw", None)
+    if isinstance(result, RawResponse):
+        data["body"] = result.body.decode("utf-8", "replace")[:RAW_BODY_CHARS]
     return json.dumps(data, default=str, ensure_ascii=True)
 
 
@@ -150,10 +156,11 @@ class RunWriter:
         side: str,
         api: str,
         request: Mapping[str, Any],
-        result: Completion,
+        result: Result,
     ) -> None:
         """Commit one request and its result now, so a killed run loses nothing that completed."""
         err = result.error
+        text = result if isinstance(result, Completion) else None
         with _writing(
             self.engine, f"record the {side} request {gate}/{probe} of run {self.run_id}"
         ) as conn:
@@ -169,8 +176,8 @@ class RunWriter:
                     http_status=result.status,
                     error_category=str(err.category) if err else None,
                     error_message=_clean(err.message) if err else None,
-                    content=_clean(result.content),
-                    finish_reason=result.finish_reason,
+                    content=_clean(text.content) if text else None,
+                    finish_reason=text.finish_reason if text else None,
                     ttft_ms=result.timing.ttft_ms,
                     e2el_ms=result.timing.e2el_ms,
                     result_json=_result_json(result),

@@ -1,0 +1,123 @@
+"""Judgement both ways: the full default `servegate gate` against each reference-engine variant.
+
+Starts the clean baseline once, then one candidate at a time (benign kernel `flash-attn` three
+times, `clean`, `mmap-off`, `drift`, `logit-scale`, `mixed-dtype`), runs the real command line
+with every correctness gate, keeps each JSON report and prints the table of issue 7: argmax
+flips and mean |Δlogprob| under teacher forcing on the reference texts, the perplexity shift ±
+its standard error, cross-ΔNLL of divergent greedy answers, golden regressions beyond noise,
+verdict and wall time.
+
+    .venv/bin/python benchmarks/judgement_variants.py --out benchmarks/results/judgement
+    .venv/bin/python benchmarks/judgement_variants.py --table benchmarks/results/judgement
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RUNS = (
+    ("clean", 1),
+    ("flash-attn", 3),
+    ("mmap-off", 1),
+    ("drift", 1),
+    ("logit-scale", 1),
+    ("mixed-dtype", 1),
+)
+
+
+def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
+         "--candidate", candidate, "--json", str(out), "--no-store", "--quiet"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if not out.exists():
+        raise SystemExit(f"no report from {candidate}: exit {proc.returncode}\n{proc.stderr}")
+    return proc.returncode, time.perf_counter() - t0
+
+
+def run(out_dir: Path) -> None:
+    from servegate.engine import start_engine
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with start_engine("clean") as baseline:
+        for variant, times in RUNS:
+            for i in range(times):
+                with start_engine(variant) as candidate:
+                    path = out_dir / f"{variant}-{i + 1}.json"
+                    code, wall_s = _gate(baseline.base_url, candidate.base_url, path)
+                report = json.loads(path.read_text())
+                report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1)}
+                path.write_text(json.dumps(report, indent=1))
+                print(row(variant, report), flush=True)
+
+
+def _gate_of(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next((g for g in report["gates"] if g["name"] == name), {"metrics": {}, "status": "-"})
+
+
+def _num(value: Any, spec: str) -> str:
+    return "-" if not isinstance(value, int | float) else format(value, spec)
+
+
+def row(variant: str, report: dict[str, Any]) -> str:
+    n = _gate_of(report, "numerics")["metrics"]
+    g = _gate_of(report, "golden")
+    shift = f"{_num(n.get('perplexity_shift_nats'), '+.4f')} ± " \
+            f"{_num(n.get('perplexity_shift_stderr_nats'), '.4f')} " \
+            f"(z {_num(n.get('perplexity_shift_z'), '+.1f')})"  # fmt: skip
+    gates = ", ".join(f"{x['name']} {x['status']}" for x in report["gates"])
+    cells = [
+        variant,
+        _num(n.get("reference_argmax_flip_rate"), ".1%"),
+        _num(n.get("reference_mean_abs_dlogprob_nats"), ".3f"),
+        shift,
+        _num(n.get("cross_nll_excess_mean_nats"), "+.2f"),
+        f"{n.get('confident_flips', '-')} / {n.get('near_tie_flips', '-')}",
+        f"{g['metrics'].get('regressed', '-')} ({g['metrics'].get('explained', 0)} explained, "
+        f"{g['metrics'].get('within_noise', 0)} within noise)",
+        f"{report['verdict'].upper()} ({gates})",
+        f"{report.get('_bench', {}).get('wall_s', report['duration_s'])} s",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| candidate | argmax flips (ref. texts) | mean \\|Δlogprob\\| | ΔNLL ± s.e. (nats/token) "
+    "| cross-ΔNLL | confident / near-tie flips | golden regressions beyond noise | verdict "
+    "| time |\n|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table(out_dir: Path) -> None:
+    print(HEADER)
+    for variant, times in RUNS:
+        for i in range(times):
+            path = out_dir / f"{variant}-{i + 1}.json"
+            if path.exists():
+                print(row(variant, json.loads(path.read_text())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="run every variant, reports into this folder")
+    parser.add_argument("--table", type=Path, help="print the table from a folder of reports")
+    args = parser.parse_args()
+    if args.out:
+        print(HEADER, flush=True)
+        run(args.out)
+    elif args.table:
+        table(args.table)
+    else:
+        parser.error("give --out or --table")
+
+
+if __name__ == "__main__":
+    main()

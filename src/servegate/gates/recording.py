@@ -1,0 +1,104 @@
+"""Every request a gate sends is recorded: an Endpoint that hands each exchange to the Recorder.
+
+Gates that call an endpoint directly (capability discovery, embeddings, `GET /models`, the
+isolation requests before each probe) get it wrapped, so the store sees every request the
+servers see, labelled with the gate and probe that sent it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.types import Completion, Embeddings, RawResponse
+
+Result = Completion | Embeddings | RawResponse
+
+
+class Recorder(Protocol):
+    """Where each request and its result go as they complete (the store implements this)."""
+
+    def record(
+        self,
+        *,
+        gate: str,
+        probe: str,
+        side: str,
+        api: str,
+        request: Mapping[str, Any],
+        result: Result,
+    ) -> None: ...
+
+
+class NullRecorder:
+    """Records nothing: for evaluating gates in tests and one-off calls."""
+
+    def record(
+        self,
+        *,
+        gate: str,
+        probe: str,
+        side: str,
+        api: str,
+        request: Mapping[str, Any],
+        result: Result,
+    ) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class RecordingEndpoint:
+    """`inner`, with every call recorded under `gate`/`probe` (the api names what was called)."""
+
+    inner: Endpoint
+    recorder: Recorder
+    gate: str
+    probe: str
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def base_url(self) -> str:
+        return self.inner.base_url
+
+    def _keep(self, api: str, request: Mapping[str, Any], result: Result) -> None:
+        self.recorder.record(gate=self.gate, probe=self.probe, side=self.inner.name, api=api,
+                             request=request, result=result)  # fmt: skip
+
+    async def chat(self, body: Mapping[str, Any], *, deadline_s: float | None = None) -> Completion:
+        result = await self.inner.chat(body, deadline_s=deadline_s)
+        self._keep("chat", body, result)
+        return result
+
+    async def completion(
+        self, body: Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> Completion:
+        result = await self.inner.completion(body, deadline_s=deadline_s)
+        self._keep("completions", body, result)
+        return result
+
+    async def embeddings(
+        self, body: Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> Embeddings:
+        result = await self.inner.embeddings(body, deadline_s=deadline_s)
+        self._keep("embeddings", body, result)
+        return result
+
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        deadline_s: float | None = None,
+    ) -> RawResponse:
+        result = await self.inner.raw(method, path, body, deadline_s=deadline_s)
+        self._keep(f"{method} {path}", body or {}, result)
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
