@@ -19,7 +19,15 @@ def cli() -> None:
 
 def _register() -> None:
     # Explicit registry: each command lives in its own module under servegate.cli.
-    from servegate.cli import demo_cmd, engine_cmd, gate_cmd, policy_cmd, probe_cmd, runs_cmd
+    from servegate.cli import (
+        bench_cmd,
+        demo_cmd,
+        engine_cmd,
+        gate_cmd,
+        policy_cmd,
+        probe_cmd,
+        runs_cmd,
+    )
 
     for command in (
         gate_cmd.gate,
@@ -28,6 +36,7 @@ def _register() -> None:
         runs_cmd.runs,
         engine_cmd.engine,
         policy_cmd.policy,
+        bench_cmd.bench_command,
     ):
         cli.add_command(command)
 

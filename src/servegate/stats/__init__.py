@@ -1,5 +1,8 @@
-"""Pure statistics: rates, paired and unpaired tests, distributions, noise floor, degeneration."""
+"""Pure statistics: rates, paired and unpaired tests, distributions, noise floor, degeneration,
+bootstrap intervals and the one per-metric classification (pass / high / low / not measured)."""
 
+from servegate.stats.bootstrap import RatioInterval, quantile_ratio_interval
+from servegate.stats.classification import Classification, MetricClassification, classify
 from servegate.stats.distribution import DistributionSummary
 from servegate.stats.interval import Interval, wilson_interval
 from servegate.stats.mann_whitney import MannWhitneyResult, mann_whitney_u
@@ -7,16 +10,21 @@ from servegate.stats.noise import NoiseFloor, ProbeNoise, drift_threshold, first
 from servegate.stats.paired import McNemarResult, PairedCounts, mcnemar_exact
 
 __all__ = [
+    "Classification",
     "DistributionSummary",
     "Interval",
     "MannWhitneyResult",
     "McNemarResult",
+    "MetricClassification",
     "NoiseFloor",
     "PairedCounts",
     "ProbeNoise",
+    "RatioInterval",
+    "classify",
     "drift_threshold",
     "first_divergence",
     "mann_whitney_u",
     "mcnemar_exact",
+    "quantile_ratio_interval",
     "wilson_interval",
 ]

@@ -1,0 +1,254 @@
+"""`servegate bench`: measure one endpoint under load and report the sweep, one step per setting."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from servegate.cli.bench_plan import Plan, make_plan
+from servegate.cli.bench_view import bench_progress, print_bench
+from servegate.cli.console import fail, stderr, stdout
+from servegate.endpoints.errors import EndpointError
+from servegate.endpoints.http import OpenAIEndpoint
+from servegate.endpoints.retry import RetryConfig
+from servegate.endpoints.transport import TimeoutConfig
+from servegate.load.bench import BenchProgress, bench
+from servegate.load.result import BenchResult
+from servegate.load.workload import (
+    Workload,
+    WorkSource,
+    golden_source,
+    golden_workload,
+    replay_source,
+    replay_workload,
+    synthetic_source,
+)
+from servegate.probes import default_suite
+from servegate.reports.json_report import write_atomic
+from servegate.runner import PreflightError, display_url, preflight
+
+EXIT_UNREACHABLE = 3
+
+
+def _workload(
+    model: str | None, plan: Plan
+) -> tuple[Workload, WorkSource, tuple[float, ...] | None]:
+    if plan.workload == "golden":
+        suite = default_suite()
+        return golden_workload(suite), golden_source(suite, model), None
+    if plan.workload == "replay":
+        assert plan.traffic is not None
+        keep = plan.model is None  # each line keeps its own model unless --model says otherwise
+        return (
+            replay_workload(plan.traffic, plan.time_scale),
+            replay_source(plan.traffic, model, keep_model=keep),
+            plan.traffic.offsets_s,
+        )
+    assert plan.synthetic is not None
+    return plan.synthetic, synthetic_source(plan.synthetic, model), None
+
+
+async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | None) -> BenchResult:
+    closed = [a.concurrency for a in plan.arrivals if a.concurrency is not None]
+    pool = max(closed) if closed else plan.bounds.max_in_flight
+    endpoint = OpenAIEndpoint(
+        "endpoint",
+        plan.url,
+        api_key_env=api_key_env,
+        timeouts=TimeoutConfig(deadline_s=plan.bounds.deadline_s),
+        retry=RetryConfig(max_attempts=1),  # under load a retry would hide the failure it retried
+        max_connections=pool,
+    )
+    try:
+        found = await preflight(endpoint, min(plan.bounds.deadline_s, 15.0))
+        model = plan.model or (found.models[0] if found.models else None)
+        workload, source, offsets = _workload(model, plan)
+        return await bench(
+            endpoint,
+            model=model,
+            workload=workload,
+            source=source,
+            arrivals=plan.arrivals,
+            bounds=plan.bounds,
+            slo=plan.slo,
+            replay_offsets_s=offsets,
+            progress=progress,
+        )
+    finally:
+        await endpoint.aclose()
+
+
+@click.command("bench")
+@click.argument("replay_file", required=False, metavar="[FILE]", type=click.Path(path_type=Path))
+@click.option(
+    "--endpoint",
+    "url",
+    required=True,
+    metavar="URL",
+    help="Base URL, e.g. http://127.0.0.1:8000/v1.",
+)
+@click.option("--model", default=None, help="Model to send (default: the first the server lists).")
+@click.option(
+    "--concurrency",
+    default=None,
+    metavar="N[,N…]",
+    help="Closed loop: one step per concurrency (default 1).",
+)
+@click.option(
+    "--rate",
+    default=None,
+    metavar="R[,R…]",
+    help="Open loop: one step per request rate (requests/s).",
+)
+@click.option(
+    "--arrival", default=None, metavar="poisson|gamma", help="Open-loop gaps (default poisson)."
+)
+@click.option(
+    "--burstiness", default=None, type=float, help="Gamma shape: 1 = Poisson, < 1 burstier."
+)
+@click.option(
+    "--requests",
+    default=100,
+    show_default=True,
+    type=int,
+    help="Measured requests per step (at most).",
+)
+@click.option(
+    "--duration-s",
+    default=60.0,
+    show_default=True,
+    type=float,
+    help="Seconds of sending per step (at most).",
+)
+@click.option(
+    "--warmup",
+    default=None,
+    type=int,
+    help="Unmeasured requests before each step [default: one per stream; 1 in open loop].",
+)
+@click.option(
+    "--workload",
+    "workload_name",
+    default="synthetic",
+    show_default=True,
+    metavar="synthetic|golden|replay",
+    help="What to send; `replay` takes a JSONL FILE.",
+)
+@click.option(
+    "--time-scale",
+    default=None,
+    type=float,
+    help="Replay: multiply the file's timestamp gaps (0.5 = twice as fast).",
+)
+@click.option(
+    "--input-tokens",
+    default=256,
+    show_default=True,
+    type=int,
+    help="Synthetic: prompt tokens (before the chat template).",
+)
+@click.option(
+    "--output-tokens",
+    default=128,
+    show_default=True,
+    type=int,
+    help="Synthetic: max_tokens of each request.",
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Seed of synthetic prompts and open-loop gaps.",
+)
+@click.option(
+    "--slo",
+    "slo_text",
+    default=None,
+    metavar="KEY=MS,…",
+    help="Goodput SLOs: ttft_ms=…,tpot_ms=…,e2el_ms=….",
+)
+@click.option(
+    "--deadline-s", default=60.0, show_default=True, type=float, help="Deadline of each request."
+)
+@click.option(
+    "--logprobs",
+    is_flag=True,
+    help="Synthetic: ask for logprobs, so each chunk's token count is known (per-token ITL).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the versioned JSON result here (atomically).",
+)
+@click.option(
+    "--api-key-env", default=None, metavar="VAR", help="Environment variable holding the API key."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no table.")
+def bench_command(
+    replay_file: Path | None,
+    url: str,
+    model: str | None,
+    concurrency: str | None,
+    rate: str | None,
+    arrival: str | None,
+    burstiness: float | None,
+    requests: int,
+    duration_s: float,
+    warmup: int | None,
+    workload_name: str,
+    time_scale: float | None,
+    input_tokens: int,
+    output_tokens: int,
+    seed: int,
+    slo_text: str | None,
+    deadline_s: float,
+    logprobs: bool,
+    json_path: Path | None,
+    api_key_env: str | None,
+    quiet: bool,
+) -> None:
+    """Measure one OpenAI-compatible endpoint under load: TTFT, TPOT, ITL, E2EL, throughput,
+    goodput and errors per step, every answer checked, the client's own limits measured.
+
+    `--workload replay FILE` replays a JSONL file (one request body per line, optional
+    `timestamp`). Exit codes: 0 measured, 2 usage error, 3 endpoint unreachable or no request
+    succeeded.
+    """
+    plan = make_plan(
+        replay_file=replay_file,
+        url=url,
+        model=model,
+        concurrency=concurrency,
+        rate=rate,
+        arrival=arrival,
+        burstiness=burstiness,
+        requests=requests,
+        duration_s=duration_s,
+        warmup=warmup,
+        workload_name=workload_name,
+        time_scale=time_scale,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        seed=seed,
+        slo_text=slo_text,
+        deadline_s=deadline_s,
+        logprobs=logprobs,
+    )
+    try:
+        with bench_progress(stderr, not quiet) as progress:
+            result = asyncio.run(_run(plan, api_key_env, progress))
+    except (EndpointError, PreflightError) as exc:
+        fail(str(exc), exc.exit_code)
+    if json_path is not None:
+        write_atomic(json_path, result.model_dump_json(indent=2) + "\n")
+    if not quiet:
+        print_bench(result, stdout)
+        if json_path is not None:
+            stderr.print(f"JSON result: {json_path}")
+    if result.succeeded == 0:
+        sent = sum(step.metrics.sent for step in result.steps)
+        fail(f"no request to {display_url(plan.url)} succeeded ({sent} sent)", EXIT_UNREACHABLE)

@@ -1,0 +1,123 @@
+"""A load sweep against one endpoint: `collect` one step at a time, `evaluate` each into numbers.
+
+Steps run one after the other (one per concurrency, rate, or the replay), each with its own
+warm-up; request indices continue across steps, so no synthetic prompt is sent twice in a run
+and a later run with the same spec sends exactly the same requests in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from urllib.parse import urlsplit, urlunsplit
+
+from servegate import __version__
+from servegate.endpoints.protocol import Endpoint
+from servegate.load.arrival import Arrival
+from servegate.load.correctness import check_responses
+from servegate.load.driver import StepBounds, StepEvidence, run_step
+from servegate.load.lengths import check_lengths
+from servegate.load.metrics import measure, summarise
+from servegate.load.monitor import judge_client
+from servegate.load.result import BenchBounds, BenchResult, StepResult
+from servegate.load.slo import SLO
+from servegate.load.workload import Workload, WorkSource
+
+__all__ = ["BenchProgress", "bench", "evaluate_step", "step_bounds"]
+
+BenchProgress = Callable[[str, int, int], None]  # (step label, finished, planned)
+
+
+def step_bounds(bounds: BenchBounds, arrival: Arrival) -> StepBounds:
+    """The bounds of one step; the default warm-up is one request per stream (closed loop) or a
+    single request (open loop and replay)."""
+    warmup = bounds.warmup
+    if warmup is None:
+        warmup = (arrival.concurrency or 1) if arrival.kind == "closed" else 1
+    return StepBounds(
+        requests=bounds.requests,
+        duration_s=bounds.duration_s,
+        warmup=warmup,
+        deadline_s=bounds.deadline_s,
+        max_in_flight=bounds.max_in_flight,
+    )
+
+
+def evaluate_step(evidence: StepEvidence, slo: SLO | None) -> StepResult:
+    """The numbers of one step, from what was seen (pure)."""
+    exchanges = evidence.exchanges
+    measures = [measure(x.completion) for x in exchanges]
+    duration_s = (evidence.end_ns - evidence.start_ns) / 1e9
+    return StepResult(
+        label=evidence.arrival.label,
+        arrival=evidence.arrival,
+        warmup=len(evidence.warmup),
+        warmup_failed=sum(not x.completion.ok for x in evidence.warmup),
+        planned=evidence.planned,
+        stopped_by=evidence.stopped_by,
+        metrics=summarise(
+            measures, duration_s=duration_s, peak_concurrency=evidence.peak_in_flight, slo=slo
+        ),
+        correctness=check_responses([(x.item, x.completion) for x in exchanges]),
+        lengths=check_lengths([(x.item, m) for x, m in zip(exchanges, measures, strict=True)]),
+        client=judge_client(evidence.client),
+    )
+
+
+def _public(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = f"{parts.hostname or ''}:{parts.port}" if parts.port else parts.hostname or ""
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+async def bench(
+    endpoint: Endpoint,
+    *,
+    model: str | None,
+    workload: Workload,
+    source: WorkSource,
+    arrivals: Sequence[Arrival],
+    bounds: BenchBounds,
+    slo: SLO | None = None,
+    replay_offsets_s: Sequence[float] | None = None,
+    progress: BenchProgress | None = None,
+) -> BenchResult:
+    """Run every step in order and return the result (steps with errors are results too)."""
+    if not arrivals:
+        raise ValueError("a sweep needs at least one step")
+    started = _now()
+    steps: list[StepResult] = []
+    index = 0
+    for arrival in arrivals:
+        label = arrival.label
+
+        def report(done: int, planned: int, _label: str = label) -> None:
+            if progress is not None:
+                progress(_label, done, planned)
+
+        evidence = await run_step(
+            endpoint,
+            source,
+            arrival,
+            step_bounds(bounds, arrival),
+            first_index=index,
+            replay_offsets_s=replay_offsets_s,
+            progress=report,
+        )
+        index = evidence.next_index
+        steps.append(evaluate_step(evidence, slo))
+    return BenchResult(
+        servegate_version=__version__,
+        endpoint=_public(endpoint.base_url),
+        model=model,
+        started_at=started,
+        finished_at=_now(),
+        workload=workload,
+        slo=slo,
+        bounds=bounds,
+        steps=tuple(steps),
+    )

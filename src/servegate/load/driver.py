@@ -1,0 +1,193 @@
+"""Drive one step of load against an Endpoint: warm-up, then the measured phase. I/O only.
+
+The warm-up requests are sent first (as many at once as the step's concurrency allows) and
+awaited; none of them is measured. The measured phase then sends until its request count is
+reached or its duration has passed, whichever comes first; requests already in flight finish
+under their own deadline, so a step lasts at most duration + request deadline. Nothing here
+judges: `StepEvidence` is what was seen, and `servegate.load.bench` turns it into numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.types import Completion
+from servegate.load.arrival import Arrival, send_offsets_s
+from servegate.load.monitor import ClientEvidence, ClientMonitor
+from servegate.load.workload import WorkItem, WorkSource
+
+__all__ = ["Exchange", "StepBounds", "StepEvidence", "StepProgress", "StopReason", "run_step"]
+
+StepProgress = Callable[[int, int], None]  # (requests finished, requests planned)
+StopReason = Literal["requests", "duration"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepBounds:
+    """Every step is bounded by a request count and a duration."""
+
+    requests: int
+    duration_s: float
+    warmup: int
+    deadline_s: float  # per request
+    max_in_flight: int = 1024  # open loop: requests past this wait (and are sent late)
+
+    def __post_init__(self) -> None:
+        if self.requests < 1 or self.duration_s <= 0 or self.warmup < 0 or self.deadline_s <= 0:
+            raise ValueError(f"invalid step bounds: {self}")
+        if self.max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request and its result, with the client's own stamps (perf_counter_ns)."""
+
+    index: int  # run-wide: selects the work item
+    item: WorkItem
+    completion: Completion
+    started_ns: int  # the client called the endpoint
+    finished_ns: int  # the call returned
+    due_ns: int | None = None  # open loop: when the schedule wanted it sent
+
+
+@dataclass(frozen=True, slots=True)
+class StepEvidence:
+    arrival: Arrival
+    bounds: StepBounds
+    warmup: tuple[Exchange, ...]
+    exchanges: tuple[Exchange, ...]  # the measured phase, in order of completion
+    start_ns: int
+    end_ns: int
+    planned: int
+    stopped_by: StopReason
+    peak_in_flight: int
+    client: ClientEvidence
+    next_index: int  # the first run-wide index the next step should use
+
+
+class _Phase:
+    """Bookkeeping shared by the requests of one phase."""
+
+    def __init__(self, endpoint: Endpoint, source: WorkSource, deadline_s: float) -> None:
+        self.endpoint = endpoint
+        self.source = source
+        self.deadline_s = deadline_s
+        self.done: list[Exchange] = []
+        self.in_flight = 0
+        self.peak = 0
+        self.progress: Callable[[], None] = lambda: None
+
+    async def send(self, index: int, due_ns: int | None = None) -> None:
+        item = self.source(index)
+        call = self.endpoint.chat if item.api == "chat" else self.endpoint.completion
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        started = time.perf_counter_ns()
+        try:
+            completion = await call(item.body, deadline_s=self.deadline_s)
+        finally:
+            self.in_flight -= 1
+        self.done.append(Exchange(index, item, completion, started, time.perf_counter_ns(), due_ns))
+        self.progress()
+
+
+async def _closed(phase: _Phase, first: int, count: int, concurrency: int, stop_ns: int) -> None:
+    indices = iter(range(first, first + count))
+
+    async def stream() -> None:
+        for index in indices:  # shared: each stream takes the next index
+            if time.perf_counter_ns() >= stop_ns:
+                return
+            await phase.send(index)
+
+    await asyncio.gather(*(stream() for _ in range(min(concurrency, count))))
+
+
+async def _open(
+    phase: _Phase, first: int, offsets_s: Sequence[float], start_ns: int, stop_ns: int, cap: int
+) -> None:
+    slots = asyncio.Semaphore(cap)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(index: int, due_ns: int) -> None:
+        try:
+            await phase.send(index, due_ns)
+        finally:
+            slots.release()
+
+    try:
+        for k, offset in enumerate(offsets_s):
+            due_ns = start_ns + int(offset * 1e9)
+            if due_ns >= stop_ns:
+                break
+            wait_ns = due_ns - time.perf_counter_ns()
+            if wait_ns > 0:
+                await asyncio.sleep(wait_ns / 1e9)
+            await slots.acquire()
+            task = asyncio.create_task(one(first + k, due_ns))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def run_step(
+    endpoint: Endpoint,
+    source: WorkSource,
+    arrival: Arrival,
+    bounds: StepBounds,
+    *,
+    first_index: int = 0,
+    replay_offsets_s: Sequence[float] | None = None,
+    progress: StepProgress | None = None,
+) -> StepEvidence:
+    """Warm up, then measure one step. Warm-up request i is work item first_index + i and
+    measured request k the item after them (a replay's measured request k is its line k)."""
+    warm = _Phase(endpoint, source, bounds.deadline_s)
+    width = arrival.concurrency if arrival.kind == "closed" else bounds.warmup
+    far = time.perf_counter_ns() + int(1e18)
+    await _closed(warm, first_index, bounds.warmup, max(width or 1, 1), far)
+    # A replay's measured phase is the file from its first line, each line at its own offset.
+    first = 0 if arrival.kind == "replay" else first_index + bounds.warmup
+
+    offsets: tuple[float, ...] = ()
+    planned = bounds.requests
+    if arrival.kind != "closed":
+        offsets = send_offsets_s(arrival, bounds.requests, replay_offsets_s)
+        planned = len(offsets)
+    phase = _Phase(endpoint, source, bounds.deadline_s)
+    if progress is not None:
+        report = progress
+        phase.progress = lambda: report(len(phase.done), planned)
+    async with ClientMonitor() as monitor:
+        start_ns = time.perf_counter_ns()
+        stop_ns = start_ns + int(bounds.duration_s * 1e9)
+        if arrival.kind == "closed":
+            assert arrival.concurrency is not None
+            await _closed(phase, first, planned, arrival.concurrency, stop_ns)
+        else:
+            await _open(phase, first, offsets, start_ns, stop_ns, bounds.max_in_flight)
+    exchanges = tuple(phase.done)
+    sched = tuple((x.started_ns - x.due_ns) / 1e6 for x in exchanges if x.due_ns is not None)
+    return StepEvidence(
+        arrival=arrival,
+        bounds=bounds,
+        warmup=tuple(warm.done),
+        exchanges=exchanges,
+        start_ns=start_ns,
+        end_ns=max((x.finished_ns for x in exchanges), default=start_ns),
+        planned=planned,
+        stopped_by="requests" if len(exchanges) >= planned else "duration",
+        peak_in_flight=phase.peak,
+        client=monitor.evidence(sched),
+        next_index=first + len(exchanges),
+    )
