@@ -96,6 +96,38 @@ def test_hung_candidate_becomes_a_timeout_finding_not_a_hung_gate(
     assert timeouts[0]["severity"] == "critical"
 
 
+def test_a_candidate_that_hangs_on_every_generation_fails_fast_and_is_not_sent_the_rest(
+    clean_engine: RunningEngine, engine_factory: Callable[..., RunningEngine], tmp_path: Path
+) -> None:
+    # Every prompt longer than one character hangs: only the 1-token isolation request answers.
+    with engine_factory("clean", "hang-long", threshold_chars=1) as candidate:
+        out, db = tmp_path / "hung.json", tmp_path / "runs.db"
+        proc = servegate(
+            *("gate", "--baseline", clean_engine.base_url, "--candidate", candidate.base_url),
+            *("--gates", "numerics,golden", "--category", "canary", "--numerics-prompts", "3"),
+            *("--deadline-s", "4", "--run-deadline-s", "600", "--json", str(out)),
+            *("--db", str(db), "--quiet"),
+        )  # fmt: skip
+    report = json.loads(out.read_text())
+    assert proc.returncode == 1, proc.stderr
+    assert "run deadline" not in report["reason"]  # judged, not cut off
+    gates = {g["name"]: g for g in report["gates"]}
+    assert gates["numerics"]["status"] == "fail"
+    assert {c["name"]: c["outcome"] for c in gates["numerics"]["checks"]}["hangs"] == "fail"
+    # Still hung when golden starts: nothing is sent, nothing is passed.
+    assert gates["golden"]["status"] == "inconclusive"
+    assert any("not_sent" in n for n in gates["golden"]["not_measured"])
+    with sqlite3.connect(db) as conn:
+        counts = dict(
+            conn.execute(
+                "select coalesce(error_category, 'ok'), count(*) from requests "
+                "where side = 'candidate' group by 1"
+            ).fetchall()
+        )
+    # Two timeouts in a row (each after one retry) and the rest of each gate is not sent.
+    assert counts["not_sent"] > counts["timeout"]
+
+
 def test_unreachable_candidate_is_inconclusive_naming_the_side(
     clean_engine: RunningEngine,
 ) -> None:

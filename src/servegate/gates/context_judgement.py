@@ -222,12 +222,15 @@ def evaluate(ev: ContextEvidence, policy: Policy, *, strict: bool = False) -> Ga
     regressed = [o.probe for o, s, _, _ in judged if s is ProbeStatus.REGRESSED]
     other = [f for f in findings if f.blocking and f.category != "timeout"]
     hangs = sum(1 for f in findings if f.category == "timeout")
-    scored = [o for o, s, _, _ in judged if s is not ProbeStatus.INCONCLUSIVE]
+    # A regression needs a baseline that passes and a candidate that answered.
+    scored = [o for o, s, _, _ in judged if s in (ProbeStatus.PASS, ProbeStatus.REGRESSED)]
+    attempted = [r for o, _, _, _ in judged for r in o.candidate if r.error is None
+                 or r.error.category != "not_sent"]  # fmt: skip
     rb, rc = metrics["needle_recall_baseline"], metrics["needle_recall_candidate"]
     recall_known = isinstance(rb, float) and isinstance(rc, float)
     checks = [
         check("regressions", "probes regressed", core=True,
-              failed=bool(regressed or other) if scored else None,
+              failed=True if regressed or other else (False if scored else None),
               candidate=f"{len(regressed)} of {len(scored)} judged", limit="0",
               reason="; ".join(f"{f.probe}: {f.category}" for f in other[:3])),
         check("needle_recall", "long-context recall", row="long-context recall",
@@ -236,7 +239,7 @@ def evaluate(ev: ContextEvidence, policy: Policy, *, strict: bool = False) -> Ga
               reason="no needle answered on both sides" if not recall_known else
               ("the candidate recalled fewer needles" if recall_known and
                float(rc) < float(rb) else "")),  # type: ignore[arg-type]
-        check("hangs", "requests that hung", failed=hangs > policy.hangs_max,
+        check("hangs", "requests that hung", failed=hangs > policy.hangs_max if attempted else None,
               candidate=str(hangs), limit=f"≤ {policy.hangs_max}", policy_key="hangs_max",
               row="hangs"),
     ]  # fmt: skip

@@ -41,6 +41,12 @@ ProgressFn = Callable[[int, int, str], None]
 STRUCTURED_CATEGORIES = frozenset({"json", "tools"})
 TOP_LOGPROBS = 5
 PILOT = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2, "temperature": 0}
+_COMPARED = (
+    ProbeStatus.PASS,
+    ProbeStatus.REGRESSED,
+    ProbeStatus.WITHIN_NOISE,
+    ProbeStatus.EXPLAINED,
+)
 ROWS = {
     "canary": "deterministic pass rate",
     "structured": "structured parse rate",
@@ -348,13 +354,21 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
     degenerate_n = sum(1 for f in findings if f.category in ("degeneration", "empty_output"))
     hangs = sum(1 for f in findings if f.category == "timeout")
     regressed = [j for j in judged if j.status is ProbeStatus.REGRESSED]
-    scored = [j for j in judged if j.status is not ProbeStatus.INCONCLUSIVE]
+    # A regression needs a baseline that passes and a candidate that answered.
+    scored = [j for j in judged if j.status in _COMPARED]
     other = [f for f in blocking if f.category not in ("degeneration", "empty_output", "timeout")]
+    answered = [o for o in ev.observations if o.baseline.ok and o.candidate.ok]
+    attempted = [
+        r
+        for o in ev.observations
+        for r in (o.candidate, o.candidate_stream)
+        if not (r.error is not None and r.error.category == "not_sent")
+    ]
     checks = [
         check(
             "regressions",
             "probes regressed beyond noise",
-            failed=(bool(regressed) or bool(other)) if scored else None,
+            failed=True if regressed or other else (False if scored else None),
             candidate=f"{len(regressed)} of {len(scored)} judged",
             limit="0",
             core=True,
@@ -366,7 +380,7 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
         check(
             "degeneration",
             "severe degeneration where the baseline had none",
-            failed=degenerate_n > policy.severe_degeneration_max if scored else None,
+            failed=degenerate_n > policy.severe_degeneration_max if answered else None,
             candidate=f"{degenerate_n} answer(s)",
             policy_key="severe_degeneration_max",
             limit=f"≤ {policy.severe_degeneration_max}",
@@ -377,11 +391,12 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
         check(
             "hangs",
             "requests that hung",
-            failed=hangs > policy.hangs_max,
+            failed=hangs > policy.hangs_max if attempted else None,
             candidate=str(hangs),
             limit=f"≤ {policy.hangs_max}",
             policy_key="hangs_max",
             row=ROWS["hangs"],
+            reason="" if attempted else "nothing was sent to the candidate (it hung earlier)",
         ),
     ]
     inconclusive = [j for j in judged if j.status is ProbeStatus.INCONCLUSIVE]

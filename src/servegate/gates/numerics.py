@@ -170,7 +170,9 @@ async def collect(
         b_emb = pair.recording(pair.baseline, gate=NAME, probe="embeddings")
         c_emb = pair.recording(pair.candidate, gate=NAME, probe="embeddings")
         eb = await b_emb.embeddings(body, deadline_s=dl)
-        emb = (eb, await c_emb.embeddings(body, deadline_s=dl) if eb.ok else None)
+        # Not asked of a hung candidate either: `None` reads as "not measured".
+        asked = eb.ok and not pair.hung(pair.candidate)
+        emb = (eb, await c_emb.embeddings(body, deadline_s=dl) if asked else None)
     return NumericsEvidence(
         tuple(observations),
         noise,

@@ -58,6 +58,8 @@ def run(*observations: Observation) -> tuple[Status, list[tuple[str, Severity]],
 
 
 FOUND, MISSED = text(f"It is {NEEDLE.code}."), text("I do not know.")
+# A probe both sides pass: the gate then has one comparison that was measured.
+COMPARED = obs(Kind.NEEDLE, [FOUND], [FOUND])
 
 
 def test_a_needle_the_baseline_finds_and_the_candidate_misses_is_a_long_context_regression() -> (
@@ -97,9 +99,14 @@ def test_needle_ties_and_candidate_gains_never_block(
 ) -> None:
     o = obs(Kind.NEEDLE, [baseline], [candidate])
     assert judge(o, PLAN)[0] is expected
-    status, findings, _ = run(o)
+    status, findings, _ = run(o, COMPARED)
     assert status is Status.PASS
     assert findings == []
+
+
+def test_a_gate_with_only_baseline_failures_measured_no_regression_and_is_inconclusive() -> None:
+    status, _, _ = run(obs(Kind.NEEDLE, [MISSED], [FOUND]))
+    assert status is Status.INCONCLUSIVE
 
 
 def test_a_candidate_that_hangs_on_a_long_prompt_is_a_critical_hang_not_a_recall_loss() -> None:
@@ -130,7 +137,7 @@ HIT_SAME, HIT_OTHER = text("Answer A", ttft_ms=40), text("Answer B", ttft_ms=40)
 def test_hit_differing_from_miss_on_both_sides_is_an_engine_property_reported_as_info() -> None:
     o = obs(Kind.PREFIX_CACHE, [MISS, HIT_OTHER], [MISS, HIT_OTHER])
     assert judge(o, PLAN)[0] is ProbeStatus.BASELINE_FAIL
-    status, findings, ev = run(o)
+    status, findings, ev = run(o, COMPARED)
     assert status is Status.PASS
     assert findings == [("prefix_cache", Severity.INFO)]
     assert "engine property" in evaluate(ev, Policy()).findings[0].message
@@ -276,7 +283,7 @@ def test_think_tags_in_content_where_the_baseline_has_none_are_a_reasoning_leak(
 
 def test_think_tags_on_both_sides_are_baseline_fail_not_blocking() -> None:
     leak = text("<think>hm</think> No.")
-    status, findings, _ = run(obs(Kind.REASONING, [leak], [leak]))
+    status, findings, _ = run(obs(Kind.REASONING, [leak], [leak]), COMPARED)
     assert status is Status.PASS
     assert findings == [("reasoning_leak", Severity.INFO)]
 
