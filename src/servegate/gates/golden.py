@@ -30,6 +30,7 @@ from servegate.gates.pair import EndpointPair
 from servegate.probes import Probe, Suite, default_suite, load_suite
 from servegate.stats import PairedCounts, mcnemar_exact, wilson_interval
 from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.stats.divergence import noise_limit
 from servegate.verdict.judgement import at_most, check, gate_result, not_measured
 from servegate.verdict.model import Check, Divergence, Finding, GateResult, MetricValue, Severity
 
@@ -310,7 +311,7 @@ def _stream_check(judged: Sequence[Judged], policy: Policy, model: str | None) -
     base = sum(b for b, _ in pairs) / len(pairs)
     cand = sum(c for _, c in pairs) / len(pairs)
     tol = policy.tolerance_for(model).stream_mismatch_rate
-    limit = policy.noise_k * base + tol
+    limit = noise_limit(base, policy.noise_k, tol)
     return at_most(
         "stream_mismatch",
         "streamed answers that differ from the non-streamed ones",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.stats.noise import first_divergence
+from servegate.stats.divergence import first_divergence
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,9 @@ bootstrap intervals and the one per-metric classification (pass / high / low / n
 from servegate.stats.bootstrap import RatioInterval, quantile_ratio_interval
 from servegate.stats.classification import Classification, MetricClassification, classify
 from servegate.stats.distribution import DistributionSummary
+from servegate.stats.divergence import first_divergence, noise_limit
 from servegate.stats.interval import Interval, wilson_interval
 from servegate.stats.mann_whitney import MannWhitneyResult, mann_whitney_u
-from servegate.stats.noise import NoiseFloor, ProbeNoise, drift_threshold, first_divergence
 from servegate.stats.paired import McNemarResult, PairedCounts, mcnemar_exact
 
 __all__ = [
@@ -16,15 +16,13 @@ __all__ = [
     "MannWhitneyResult",
     "McNemarResult",
     "MetricClassification",
-    "NoiseFloor",
     "PairedCounts",
-    "ProbeNoise",
     "RatioInterval",
     "classify",
-    "drift_threshold",
     "first_divergence",
     "mann_whitney_u",
     "mcnemar_exact",
+    "noise_limit",
     "quantile_ratio_interval",
     "wilson_interval",
 ]

@@ -1,0 +1,74 @@
+"""What the numerics gate sends and what it observed (no judgement here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from servegate.endpoints.types import Completion, Embeddings
+from servegate.gates.noise import NoiseFloor, ProbeRequest
+from servegate.gates.pair import Api
+from servegate.gates.perplexity import CrossScore, TextScore
+
+PROMPTS: tuple[tuple[str, str], ...] = (
+    ("capital", "What is the capital of France?"),
+    ("arithmetic", "What is 12 plus 7? Answer with a number."),
+    ("count", "Count from 1 to 10, separated by commas."),
+    ("code", "Write a Python function that returns the square of a number."),
+    ("chinese", "用一句话介绍北京。"),
+    ("translate", "Translate 'good morning, my friend' to French."),
+    ("story", "Begin a short story about a lighthouse keeper."),
+    ("science", "Explain in one sentence why the sky is blue."),
+    ("colours", "List three primary colours."),
+    ("json", 'Give a JSON object with keys "name" and "age" for a fictional person.'),
+    ("definition", "Define the word 'entropy' briefly."),
+    ("reasoning", "A train travels 60 km in one hour. How far does it go in three hours?"),
+)
+EMBEDDING_INPUTS = ("The quick brown fox jumps over the lazy dog.", "北京是中国的首都。")
+ROW_DRIFT = "numerical drift"
+ROW_PERPLEXITY = "perplexity shift"
+ROW_HANGS = "hangs"
+
+
+@dataclass(frozen=True)
+class NumericsConfig:
+    """What the numerics gate sends; every threshold lives in `Policy`."""
+
+    prompts: tuple[tuple[str, str], ...] = PROMPTS
+    max_tokens: int = 24
+    top_logprobs: int = 5
+    measure_noise: bool = True
+    perplexity: bool = True
+    cross_scoring: bool = True
+    embeddings: bool = True
+
+
+@dataclass(frozen=True)
+class Observation:
+    request: ProbeRequest
+    baseline: Completion
+    candidate: Completion
+    cross: CrossScore | None = None
+
+
+@dataclass(frozen=True)
+class NumericsEvidence:
+    observations: tuple[Observation, ...]
+    noise: NoiseFloor
+    baseline_url: str
+    candidate_url: str
+    model: str | None = None
+    # per side: mean |echo − generation logprob| on a greedy continuation; None: no echo
+    alignment_nats: dict[str, float | None] = field(default_factory=dict)
+    alignment_notes: dict[str, str] = field(default_factory=dict)  # per side: why None
+    texts: tuple[TextScore, ...] = ()
+    embeddings: tuple[Embeddings, Embeddings | None] | None = None  # candidate None: not asked
+
+
+def probe_request(api: Api, prompt: str, opts: NumericsConfig) -> dict[str, Any]:
+    """A greedy request for tokens with top-k logprobs, in the chat or the legacy shape."""
+    body: dict[str, Any] = {"max_tokens": opts.max_tokens, "temperature": 0}
+    if api == "chat":
+        messages = [{"role": "user", "content": prompt}]
+        return {**body, "messages": messages, "logprobs": True, "top_logprobs": opts.top_logprobs}
+    return {**body, "prompt": prompt, "logprobs": opts.top_logprobs}

@@ -1,0 +1,29 @@
+import pytest
+
+from servegate.stats import first_divergence, noise_limit
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "index"),
+    [
+        ("OK", "OK", None),
+        ("OK", "OK!", 2),
+        ("Hello", "Help", 3),
+        ("", "", None),
+        ("", "x", 0),
+        (["Hel", "lo"], ["Hel", "p"], 1),
+    ],
+    ids=["identical", "prefix", "middle", "both-empty", "one-empty", "tokens"],
+)
+def test_first_divergence_index(a: str | list[str], b: str | list[str], index: int | None) -> None:
+    assert first_divergence(a, b) == index
+
+
+def test_the_limit_is_k_times_the_floor_plus_the_tolerance() -> None:
+    assert noise_limit(0.05, 3.0, 0.1) == pytest.approx(0.25)
+    assert noise_limit(0.0, 3.0, 0.1) == pytest.approx(0.1)  # a deterministic engine: tolerance
+
+
+def test_negative_inputs_are_rejected() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        noise_limit(0.1, -1.0, 0.0)
