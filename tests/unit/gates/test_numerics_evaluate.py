@@ -92,17 +92,31 @@ def test_identical_outputs_and_an_unmoved_distribution_pass() -> None:
     assert outcome(result, "perplexity_shift") == "pass"
 
 
-def test_a_near_tie_flip_is_benign_and_explained() -> None:
-    base = (TokenLogprob("Yes", -0.60, (("Yes", -0.60), ("No", -0.85))),)
-    cand = (TokenLogprob("No", -0.62, (("No", -0.62), ("Yes", -0.65))),)
+def test_a_near_tie_flip_after_a_common_prefix_is_benign_and_explained() -> None:
+    prefix = OK_TOKENS  # both sides agree on "OK" first, within 0.02 nats
+    base = (*prefix, TokenLogprob("Yes", -0.60, (("Yes", -0.60), ("No", -0.85))))
+    cand_prefix = tuple(TokenLogprob(t.token, t.logprob - 0.02, t.top) for t in prefix)
+    cand = (*cand_prefix, TokenLogprob("No", -0.62, (("No", -0.62), ("Yes", -0.65))))
     result = judge(observe(answer(base), answer(cand)))
     assert result.status is Status.PASS
-    assert result.metrics["mean_abs_dlogprob_nats"] == pytest.approx(0.05)  # "Yes" at the flip
+    # |Δ| 0.02 on each prefix token and 0.05 for "Yes" at the flip, where the context is shared
+    assert result.metrics["mean_abs_dlogprob_nats"] == pytest.approx((0.02 + 0.02 + 0.05) / 3)
     assert (result.metrics["near_tie_flips"], result.metrics["confident_flips"]) == (1, 0)
     (div,) = result.divergences
     assert (div.explanation, div.baseline_token, div.candidate_token) == ("near-tie", "Yes", "No")
+    assert div.token_index == 2
     assert div.gap_nats == pytest.approx(0.25)
     assert (div.candidate_in_baseline_top_k, div.baseline_in_candidate_top_k) == (True, True)
+
+
+def test_the_same_flip_with_a_drifted_prefix_fails_on_drift_not_on_the_flip() -> None:
+    base = (*OK_TOKENS, TokenLogprob("Yes", -0.60, (("Yes", -0.60), ("No", -0.85))))
+    shifted = tuple(TokenLogprob(t.token, t.logprob - 0.4, t.top) for t in OK_TOKENS)
+    cand = (*shifted, TokenLogprob("No", -0.62, (("No", -0.62), ("Yes", -0.65))))
+    result = judge(observe(answer(base), answer(cand)))
+    assert result.status is Status.FAIL
+    assert outcome(result, "prefix_dlogprob") == "fail"
+    assert outcome(result, "confident_flips") == "pass"
 
 
 def test_a_confident_flip_fails_with_excerpts_of_both_texts_at_the_divergence() -> None:

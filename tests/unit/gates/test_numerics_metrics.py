@@ -5,7 +5,7 @@ import pytest
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob
 from servegate.gates.noise import NoiseFloor, PathComparison
-from servegate.gates.perplexity import CrossScore, tail_nll
+from servegate.gates.perplexity import CrossScore, TextScore, perplexity_shift, tail_nll
 from servegate.gates.tokens import compare, cosine, margin_nats, non_finite
 from servegate.stats.distribution import DistributionSummary
 
@@ -136,3 +136,24 @@ def test_cross_scores_name_who_scored_whose_text() -> None:
     assert cs.teacher_forced_dnll_nats == pytest.approx(
         5.6
     )  # the candidate mispredicts the baseline
+
+
+def _echo(*entries: TokenLogprob | None) -> Completion:
+    return Completion(status=200, content="", prompt_logprobs=entries)
+
+
+def test_teacher_forced_flips_count_positions_whose_top_1_differs() -> None:
+    base = _echo(None, tok("a", -0.1, ("b", -2.0)), tok("c", -0.5, ("d", -1.0)))
+    cand = _echo(None, tok("a", -0.3, ("b", -2.0)), tok("c", -1.2, ("d", -0.7)))  # "d" wins
+    result = perplexity_shift([TextScore("t", base, cand)])
+    assert result.argmax_flip_rate == pytest.approx(0.5)
+    assert result.mean_abs_dlogprob == pytest.approx((0.2 + 0.7) / 2)
+    assert result.shift.mean == pytest.approx(0.45)
+    assert result.texts_compared == ("t",)
+
+
+def test_texts_a_side_did_not_score_are_named() -> None:
+    base = _echo(None, tok("a", -0.1))
+    failed = Completion(status=500, error=RequestError(ErrorCategory.SERVER, "boom"))
+    result = perplexity_shift([TextScore("t", base, failed)])
+    assert (result.texts_unscored, result.shift.n) == (("t",), 0)
