@@ -21,6 +21,7 @@ from servegate.gates.tokens import TokenComparison, compare
 from servegate.probes import Probe, ProbeOutcome, check_probe
 from servegate.stats.degeneration import degeneration_metrics, is_severe, punctuation_soup
 
+NAME = "golden"
 # The answers of one probe, in the order they are collected.
 RUNS = ("baseline", "baseline-stream", "baseline-hit", "candidate", "candidate-stream")
 
@@ -147,3 +148,14 @@ def self_flips(observations: Sequence[Observation]) -> list[TokenComparison]:
         if a.ok and h.ok and a.logprobs and h.logprobs:
             out.append(compare(o.probe.id, a.logprobs, h.logprobs))
     return out
+
+
+@dataclass(frozen=True)
+class GoldenEvidence:
+    """Every probe's five answers, and where they came from."""
+
+    observations: tuple[Observation, ...]
+    baseline_url: str
+    candidate_url: str
+    model: str | None
+    logprobs: bool = False  # plain requests asked for top-k logprobs (the baseline returns them)

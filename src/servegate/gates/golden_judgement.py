@@ -1,0 +1,437 @@
+"""How the golden gate judges: per-probe statuses (golden_probe.py) into findings and checks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from servegate.config.models import Policy
+from servegate.gates.evidence import curl, describe
+from servegate.gates.golden_probe import (
+    NAME,
+    GoldenEvidence,
+    Judged,
+    Observation,
+    ProbeStatus,
+    degenerate,
+    judge,
+    self_flips,
+)
+from servegate.stats import PairedCounts, mcnemar_exact, wilson_interval
+from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.stats.divergence import noise_limit
+from servegate.verdict.judgement import at_most, check, gate_result, not_measured
+from servegate.verdict.model import Check, Divergence, Finding, GateResult, MetricValue, Severity
+
+# Categories whose probes check machine-readable output: the "structured parse rate".
+STRUCTURED_CATEGORIES = frozenset({"json", "tools"})
+_COMPARED = (
+    ProbeStatus.PASS,
+    ProbeStatus.REGRESSED,
+    ProbeStatus.WITHIN_NOISE,
+    ProbeStatus.EXPLAINED,
+)
+ROWS = {
+    "canary": "deterministic pass rate",
+    "structured": "structured parse rate",
+    "degeneration": "severe degeneration",
+    "hangs": "hangs",
+}
+
+
+def _finding(
+    j: Judged,
+    ev: GoldenEvidence,
+    category: str,
+    severity: Severity,
+    message: str,
+    *,
+    streamed: bool = False,
+) -> Finding:
+    obs = j.obs
+    body = {
+        **obs.probe.request,
+        **({"stream": True} if streamed else {}),
+        **({"model": ev.model} if ev.model else {}),
+    }
+    b, c = (
+        (obs.baseline_stream, obs.candidate_stream) if streamed else (obs.baseline, obs.candidate)
+    )
+    return Finding(
+        probe=obs.probe.id + (":stream" if streamed else ""),
+        category=category,
+        severity=severity,
+        side="candidate",
+        message=message,
+        baseline_excerpt=describe(b),
+        candidate_excerpt=describe(c),
+        curl=curl(ev.candidate_url, obs.probe.api, body),
+    )
+
+
+def _content_findings(j: Judged, ev: GoldenEvidence) -> list[Finding]:
+    """Degeneration and failed requests on the plain and the streamed answer."""
+    obs, out = j.obs, []
+    for streamed, b, c in (
+        (False, obs.baseline, obs.candidate),
+        (True, obs.baseline_stream, obs.candidate_stream),
+    ):
+        if c.error is not None and b.error is None:
+            if c.error.category in ("timeout", "stalled"):
+                msg = "no answer within the deadline scaled to the baseline's latency, twice"
+                out.append(_finding(j, ev, "timeout", Severity.CRITICAL, msg, streamed=streamed))
+            elif c.error.category != "not_sent":
+                msg = f"the candidate failed the request ({c.error.category}) the baseline served"
+                out.append(
+                    _finding(
+                        j, ev, str(c.error.category), Severity.CRITICAL, msg, streamed=streamed
+                    )
+                )
+            continue
+        if not (b.ok and c.ok):
+            continue
+        if why := degenerate(c, b):
+            msg = f"degenerate output: {why}"
+            out.append(_finding(j, ev, "degeneration", Severity.CRITICAL, msg, streamed=streamed))
+        elif b.text.strip() and not c.text.strip() and not c.tool_calls:
+            msg = "empty output where the baseline answered with text"
+            out.append(_finding(j, ev, "empty_output", Severity.CRITICAL, msg, streamed=streamed))
+    return out
+
+
+def _status_findings(j: Judged, ev: GoldenEvidence, degenerate_already: bool) -> list[Finding]:
+    obs = j.obs
+    failed = obs.candidate_outcome.failures
+    if degenerate_already:  # do not count the same symptom twice
+        failed = tuple(f for f in failed if not f.startswith("no-degeneration"))
+    text = "; ".join(failed)[:300]
+    if j.status is ProbeStatus.REGRESSED and failed:
+        severity = Severity.CRITICAL if obs.probe.category == "canary" else Severity.MAJOR
+        return [_finding(j, ev, obs.probe.category, severity, f"regressed: {text}")]
+    if j.status in (ProbeStatus.WITHIN_NOISE, ProbeStatus.EXPLAINED):
+        msg = f"changed, {j.status}: {j.why} ({text})"
+        return [_finding(j, ev, "drift_explained", Severity.INFO, msg)]
+    if j.status is ProbeStatus.PASS and obs.baseline.ok and not _same_text(obs):
+        return [_finding(j, ev, "changed", Severity.INFO, "output differs from the baseline")]
+    return []
+
+
+def _same_text(obs: Observation) -> bool:
+    return obs.baseline.text == obs.candidate.text
+
+
+def _stream_findings(j: Judged, ev: GoldenEvidence) -> list[Finding]:
+    """The candidate's streamed answer failing where the baseline's stream passes (and its own
+    plain answer passes, so this is the stream path), unless the probe is unstable."""
+    obs = j.obs
+    outcomes = obs.stream_outcomes
+    if outcomes is None or obs.unstable or not obs.candidate_outcome.passed:
+        return []
+    b_ok, c_ok = outcomes
+    if b_ok and not c_ok:
+        msg = "regressed when streamed: the non-streamed answer passes, the streamed one fails"
+        return [_finding(j, ev, "stream_parity", Severity.MAJOR, msg, streamed=True)]
+    return []
+
+
+def _divergence(j: Judged) -> Divergence | None:
+    if j.status not in (ProbeStatus.REGRESSED, ProbeStatus.EXPLAINED, ProbeStatus.WITHIN_NOISE):
+        return None
+    cmp = j.tokens if j.tokens is not None else j.obs.tokens()
+    b, c = j.obs.baseline.logprobs or (), j.obs.candidate.logprobs or ()
+    i = cmp.first_divergence if cmp is not None else None
+    explanation = {
+        ProbeStatus.REGRESSED: "regressed beyond noise",
+        ProbeStatus.EXPLAINED: "near-tie",
+        ProbeStatus.WITHIN_NOISE: "unstable on the baseline",
+    }[j.status]
+    return Divergence(
+        gate=NAME,
+        probe=j.obs.probe.id,
+        token_index=i,
+        baseline_token=b[i].token if i is not None and i < len(b) else None,
+        candidate_token=c[i].token if i is not None and i < len(c) else None,
+        margin_nats=cmp.margin_nats if cmp else None,
+        gap_nats=cmp.gap_nats if cmp else None,
+        candidate_in_baseline_top_k=cmp.b_token_in_top if cmp else None,
+        baseline_in_candidate_top_k=cmp.a_token_in_top if cmp else None,
+        explanation=explanation,
+        blocking=j.status is ProbeStatus.REGRESSED,
+        note=j.why,
+    )
+
+
+def _canary_check(judged: Sequence[Judged], policy: Policy) -> tuple[Check, list[Finding], int]:
+    """Canaries the baseline passes and answers the same along its own paths must pass."""
+    canaries = [j for j in judged if j.obs.probe.category == "canary"]
+    usable = [j for j in canaries if j.status in (ProbeStatus.PASS, ProbeStatus.REGRESSED)]
+    unusable = [
+        j for j in canaries if j.status in (ProbeStatus.WITHIN_NOISE, ProbeStatus.EXPLAINED)
+    ]
+    rate = sum(j.status is ProbeStatus.PASS for j in usable) / len(usable) if usable else None
+    row = ROWS["canary"]
+    if rate is None:
+        why = (
+            "no canary usable for this model: the baseline fails them or their answers "
+            "hinge on its own noise"
+        )
+        result = not_measured("canaries", "canaries held", why, row=row)
+    else:
+        result = check(
+            "canaries",
+            "canaries held",
+            failed=rate < policy.canary_pass_rate,
+            candidate=f"{rate:.0%} of {len(usable)} usable",
+            baseline=f"{len(canaries)} canaries",
+            limit=f"≥ {policy.canary_pass_rate:.0%}",
+            policy_key="canary_pass_rate",
+            row=row,
+            reason=f"{rate:.0%} of usable canaries held" if rate < policy.canary_pass_rate else "",
+        )
+    notes = [
+        Finding(
+            probe=j.obs.probe.id,
+            category="canary_unusable",
+            severity=Severity.MINOR,
+            message=f"canary unusable for this model: {j.why}",
+            baseline_excerpt=describe(j.obs.baseline),
+            candidate_excerpt=describe(j.obs.candidate),
+        )
+        for j in unusable
+    ]
+    return result, notes, len(unusable)
+
+
+def _stream_check(judged: Sequence[Judged], policy: Policy, model: str | None) -> Check:
+    pairs = [m for j in judged if (m := j.obs.stream_mismatch) is not None]
+    if not pairs:
+        return not_measured(
+            "stream_mismatch",
+            "streamed vs non-streamed answers",
+            "no probe answered both ways on both sides",
+        )
+    base = sum(b for b, _ in pairs) / len(pairs)
+    cand = sum(c for _, c in pairs) / len(pairs)
+    tol = policy.tolerance_for(model).stream_mismatch_rate
+    limit = noise_limit(base, policy.noise_k, tol)
+    return at_most(
+        "stream_mismatch",
+        "streamed answers that differ from the non-streamed ones",
+        cand,
+        limit,
+        unit="of probes",
+        fmt=".0%",
+        baseline=f"{base:.0%} of {len(pairs)} probes",
+        policy_key="noise_k, tolerance.stream_mismatch_rate",
+    )
+
+
+def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
+    """Judge every probe relative to the baseline and its noise; degeneration and hangs block."""
+    flips = [c for c in self_flips(ev.observations) if c.gap_nats is not None]
+    tie = max([policy.near_tie_margin_nats, *(c.gap_nats or 0.0 for c in flips)])
+    judged = [judge(o, tie) for o in ev.observations]
+    findings: list[Finding] = []
+    for j in judged:
+        content = _content_findings(j, ev)
+        findings += content + _status_findings(j, ev, bool(content))
+        findings += _stream_findings(j, ev)
+    canary, unusable_notes, unusable = _canary_check(judged, policy)
+    findings += unusable_notes
+    stream = _stream_check(judged, policy, ev.model)
+    if stream.outcome == "fail":
+        findings += [
+            _finding(
+                j,
+                ev,
+                "stream_parity",
+                Severity.MAJOR,
+                "the streamed answer differs from the non-streamed one; the baseline's does not",
+                streamed=True,
+            )
+            for j in judged
+            if j.obs.stream_mismatch == (False, True) and not j.obs.unstable
+        ]
+    blocking = [f for f in findings if f.blocking]
+    cats = category_rates(judged)
+    degenerate_n = sum(1 for f in findings if f.category in ("degeneration", "empty_output"))
+    hangs = sum(1 for f in findings if f.category == "timeout")
+    regressed = [j for j in judged if j.status is ProbeStatus.REGRESSED]
+    # A regression needs a baseline that passes and a candidate that answered.
+    scored = [j for j in judged if j.status in _COMPARED]
+    other = [f for f in blocking if f.category not in ("degeneration", "empty_output", "timeout")]
+    answered = [o for o in ev.observations if o.baseline.ok and o.candidate.ok]
+    attempted = [
+        r
+        for o in ev.observations
+        for r in (o.candidate, o.candidate_stream)
+        if not (r.error is not None and r.error.category == "not_sent")
+    ]
+    checks = [
+        check(
+            "regressions",
+            "probes regressed beyond noise",
+            failed=True if regressed or other else (False if scored else None),
+            candidate=f"{len(regressed)} of {len(scored)} judged",
+            limit="0",
+            core=True,
+            reason="; ".join(f"{f.probe}: {f.message}" for f in other[:3])[:400],
+            baseline=f"{sum(j.status is ProbeStatus.PASS for j in judged)} pass",
+        ),
+        canary,
+        _structured_check(cats.get("structured")),
+        check(
+            "degeneration",
+            "severe degeneration where the baseline had none",
+            failed=degenerate_n > policy.severe_degeneration_max if answered else None,
+            candidate=f"{degenerate_n} answer(s)",
+            policy_key="severe_degeneration_max",
+            limit=f"≤ {policy.severe_degeneration_max}",
+            row=ROWS["degeneration"],
+            baseline=f"{_severe(ev, 'baseline')} answer(s)",
+        ),
+        stream,
+        check(
+            "hangs",
+            "requests that hung",
+            failed=hangs > policy.hangs_max if attempted else None,
+            candidate=str(hangs),
+            limit=f"≤ {policy.hangs_max}",
+            policy_key="hangs_max",
+            row=ROWS["hangs"],
+            reason="" if attempted else "nothing was sent to the candidate (it hung earlier)",
+        ),
+    ]
+    inconclusive = [j for j in judged if j.status is ProbeStatus.INCONCLUSIVE]
+    if inconclusive:
+        why = "; ".join(f"{j.obs.probe.id}: {j.why}" for j in inconclusive)[:500]
+        checks.append(not_measured("unjudged_probes", "probes that could not be judged", why))
+    if unusable:
+        names = ", ".join(f.probe for f in unusable_notes)
+        checks.append(
+            not_measured(
+                "unusable_canaries",
+                "canaries unusable for this model",
+                f"their baseline answers change with its own noise: {names}",
+            )
+        )
+    divergences = [d for j in judged if (d := _divergence(j)) is not None]
+    metrics = _metrics(ev, judged, tie)
+    details = {
+        "categories": cats,
+        "probes": [
+            {
+                "probe": j.obs.probe.id,
+                "category": j.obs.probe.category,
+                "status": str(j.status),
+                "why": j.why,
+            }
+            for j in judged
+        ],
+    }
+    return gate_result(
+        NAME,
+        checks,
+        strict=strict,
+        findings=findings,
+        divergences=divergences,
+        metrics=metrics,
+        details=details,
+    )
+
+
+def _severe(ev: GoldenEvidence, side: str) -> int:
+    return sum(
+        1
+        for o in ev.observations
+        if is_severe(degeneration_metrics((o.baseline if side == "baseline" else o.candidate).text))
+    )
+
+
+def _structured_check(rates: Mapping[str, Any] | None) -> Check:
+    title, row = "structured output (JSON, tool calls) regressions", ROWS["structured"]
+    if not rates or not rates.get("n"):
+        return not_measured("structured", title, "no JSON or tool-call probe judged", row=row)
+    n = int(rates["regressions"] or 0)
+    return check(
+        "structured",
+        title,
+        failed=n > 0,
+        row=row,
+        limit="not lower than baseline",
+        baseline=f"{rates['baseline_rate']:.0%} {rates['baseline_ci']}",
+        candidate=f"{rates['candidate_rate']:.0%} {rates['candidate_ci']} "
+        f"(McNemar p={rates['mcnemar_p_candidate_worse']})",
+        reason=f"{n} structured probe(s) regressed beyond noise" if n else "",
+    )
+
+
+def _paired(judged: Sequence[Judged]) -> PairedCounts:
+    """Pass/fail pairs over probes judged on both sides; changes within noise count as held."""
+    usable = [j for j in judged if j.status is not ProbeStatus.INCONCLUSIVE]
+    held = (ProbeStatus.PASS, ProbeStatus.WITHIN_NOISE, ProbeStatus.EXPLAINED)
+    return PairedCounts.from_outcomes(
+        [j.obs.baseline_passed for j in usable],
+        [
+            j.status in held
+            or (j.status is ProbeStatus.BASELINE_FAIL and j.obs.candidate_outcome.passed)
+            for j in usable
+        ],
+    )
+
+
+def _rates(counts: PairedCounts) -> dict[str, MetricValue]:
+    """Pass rates with Wilson 95 % intervals and the exact McNemar p that the candidate is worse."""
+    base_pass = counts.both_pass + counts.regressions
+    cand_pass = counts.both_pass + counts.improvements
+    b_ci, c_ci = wilson_interval(base_pass, counts.n), wilson_interval(cand_pass, counts.n)
+    return {
+        "n": counts.n,
+        "baseline_rate": b_ci.rate,
+        "baseline_ci": f"[{b_ci.low:.2f}, {b_ci.high:.2f}]",
+        "candidate_rate": c_ci.rate,
+        "candidate_ci": f"[{c_ci.low:.2f}, {c_ci.high:.2f}]",
+        "regressions": counts.regressions,
+        "improvements": counts.improvements,
+        "mcnemar_p_candidate_worse": round(mcnemar_exact(counts).p_candidate_worse, 4),
+    }
+
+
+def category_rates(judged: Sequence[Judged]) -> dict[str, dict[str, MetricValue]]:
+    """Per-category paired pass rates, plus the structured (json + tools) aggregate."""
+    out = {}
+    for category in sorted({j.obs.probe.category for j in judged}):
+        out[category] = _rates(_paired([j for j in judged if j.obs.probe.category == category]))
+    structured = [j for j in judged if j.obs.probe.category in STRUCTURED_CATEGORIES]
+    if structured:
+        out["structured"] = _rates(_paired(structured))
+    return out
+
+
+def _metrics(ev: GoldenEvidence, judged: Sequence[Judged], tie: float) -> dict[str, MetricValue]:
+    count = {s: sum(1 for j in judged if j.status is s) for s in ProbeStatus}
+    obs = ev.observations
+    both_ok = [o for o in obs if o.baseline.ok and o.candidate.ok]
+    same = sum(1 for o in both_ok if o.baseline.text == o.candidate.text)
+    deg_c = [degeneration_metrics(o.candidate.text) for o in obs]
+    mismatches = [m for o in obs if (m := o.stream_mismatch) is not None]
+    return {
+        "probes": len(obs),
+        **{str(s).replace("-", "_"): count[s] for s in ProbeStatus},
+        "changed": len(both_ok) - same,
+        "unstable_on_baseline": sum(1 for o in obs if o.unstable),
+        "exact_match_rate": round(same / len(both_ok), 4) if both_ok else None,
+        "near_tie_limit_nats": tie,
+        "logprobs_requested": ev.logprobs,
+        "baseline_errors": sum(1 for o in obs if not o.baseline.ok),
+        "candidate_errors": sum(1 for o in obs if not o.candidate.ok),
+        "stream_mismatch_baseline": sum(b for b, _ in mismatches),
+        "stream_mismatch_candidate": sum(c for _, c in mismatches),
+        "baseline_severe_degeneration": _severe(ev, "baseline"),
+        "candidate_severe_degeneration": _severe(ev, "candidate"),
+        "candidate_longest_char_run": max((m.longest_char_run for m in deg_c), default=0),
+        "candidate_max_abnormal_char_ratio": round(
+            max((m.abnormal_char_ratio for m in deg_c), default=0.0), 4
+        ),
+        "candidate_empty_outputs": sum(1 for m in deg_c if m.empty),
+    }
