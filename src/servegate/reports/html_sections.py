@@ -212,8 +212,8 @@ def latency(report: Report, samples_ms: Mapping[str, Sequence[float]] | None) ->
     plot = latency_cdf(samples_ms or {}, title="end-to-end latency per request (CDF)")
     if plot:
         about = (
-            "Every request of the run with a recorded end-to-end latency, per side: gate "
-            "probes, not a load test (both sides answered the same requests)."
+            "Each successful request of the run, per side, as recorded (isolation requests "
+            "left out): gate probes, not a load test; both sides answered the same requests."
         )
     else:
         about = (
