@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 
+from servegate.reports import html_measures as m
 from servegate.reports import html_sections as s
 from servegate.reports.json_report import dump_report
 from servegate.verdict.model import Report
@@ -88,9 +89,9 @@ def render_html(
         s.performance(report),
         s.findings(report),
         s.side_by_side(report),
-        s.drift(report),
-        s.latency(report, latencies_ms),
-        s.noise_floor(report),
+        m.drift(report),
+        m.latency(report, latencies_ms),
+        m.noise_floor(report),
         s.environment(report),
         s.reproducers(report),
         s.not_measured(report),
