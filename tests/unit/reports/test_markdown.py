@@ -103,3 +103,14 @@ def test_a_passing_report_has_no_findings_section(passing_report: Report) -> Non
     text = render_markdown(passing_report)
     assert text.startswith("## servegate: ✅ PASS — ship it\n")
     assert "Findings that block" not in text
+
+
+def test_a_commonmark_renderer_makes_no_element_from_server_text(failing_report: Report) -> None:
+    from markdown_it import MarkdownIt  # rich's own Markdown parser: CommonMark with GFM tables
+
+    html = MarkdownIt("commonmark").enable("table").render(render_markdown(failing_report))
+    tags = set(re.findall(r"<([a-z0-9]+)", html))
+    assert tags <= {"h2", "h3", "h4", "p", "strong", "ul", "li", "table", "thead", "tbody", "tr",
+                    "th", "td", "pre", "code", "details", "summary"}  # fmt: skip
+    assert html.count("<table>") == 3
+    assert "model smol &lt;script&gt;document.title='pwned'" in html
