@@ -6,6 +6,8 @@ VENV=${SERVEGATE_VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"
 # The engine tests fail, never skip, when the reference engine is missing (tests/integration).
 export SERVEGATE_REQUIRE_ENGINE=1
+# The HTML report's browser test fails, never skips, without Chromium (bash scripts/chromium.sh).
+export SERVEGATE_REQUIRE_BROWSER=1
 echo "== ruff" && ruff check src tests benchmarks fuzz && ruff format --check src tests benchmarks fuzz
 echo "== mypy (strict, src)" && mypy
 echo "== pytest" && python -m pytest "$@"

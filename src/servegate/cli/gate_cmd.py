@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import click
 
-from servegate.cli.console import fail, gate_progress, stderr, stdout
+from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.report_files import checked, file_options, write
 from servegate.config.loader import ConfigError, load_policy, validate
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import EndpointError
-from servegate.reports.json_report import write_json
 from servegate.reports.terminal import print_report
 from servegate.runner import GATE_ORDER, PreflightError, run
+from servegate.store.reader import request_latencies
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.rules import EXIT_USAGE
 
@@ -51,12 +53,7 @@ def _gates(value: str) -> tuple[str, ...]:
     help="A second baseline server: its disagreement joins the A/A noise floor.",
 )
 @click.option("--model", default=None, help="Model name to send (default: first model both list).")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the JSON report here (atomically).",
-)
+@file_options("json", "html", "markdown", "junit")
 @click.option(
     "--api-key-env",
     default=None,
@@ -159,6 +156,9 @@ def gate(
     replica_url: str | None,
     model: str | None,
     json_path: Path | None,
+    html_path: Path | None,
+    markdown_path: Path | None,
+    junit_path: Path | None,
     api_key_env: str | None,
     baseline_api_key_env: str | None,
     candidate_api_key_env: str | None,
@@ -188,6 +188,10 @@ def gate(
         gates = _gates(gate_names)
     except click.BadParameter as exc:
         fail(f"--gates: {exc.message}", EXIT_USAGE)
+    # Checked before the run, which can take half an hour: a bad path fails now.
+    outputs = checked(
+        {"json": json_path, "html": html_path, "markdown": markdown_path, "junit": junit_path}
+    )
     try:
         policy = load_policy(policy_path) if policy_path else Policy()
         cfg = validate(
@@ -226,10 +230,12 @@ def gate(
             report = asyncio.run(run(cfg, store=store, run_name=run_name, progress=progress))
     except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
         fail(str(exc), exc.exit_code)
-    if json_path is not None:
-        write_json(report, json_path)
+    latencies = None
+    if store is not None and "html" in outputs:
+        # The HTML page says when it has no timings; failing to read them loses no report.
+        with contextlib.suppress(StoreError):
+            latencies = request_latencies(store, report.run_id)
     if not quiet:
         print_report(report, stdout, show_info=show_info)
-        if json_path is not None:
-            stderr.print(f"JSON report: {json_path}")
+    write(report, outputs, latencies, quiet=quiet)
     raise SystemExit(report.exit_code)

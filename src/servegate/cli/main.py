@@ -22,10 +22,12 @@ def _register() -> None:
     from servegate.cli import (
         bench_cmd,
         demo_cmd,
+        diff_cmd,
         engine_cmd,
         gate_cmd,
         policy_cmd,
         probe_cmd,
+        report_cmd,
         runs_cmd,
     )
 
@@ -34,6 +36,8 @@ def _register() -> None:
         demo_cmd.demo,
         probe_cmd.probe,
         runs_cmd.runs,
+        report_cmd.report,
+        diff_cmd.diff,
         engine_cmd.engine,
         policy_cmd.policy,
         bench_cmd.bench_command,

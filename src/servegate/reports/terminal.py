@@ -6,6 +6,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from servegate.reports.plain import plain
 from servegate.verdict.model import Report, Severity, Status
 
 STATUS_STYLE = {
@@ -18,8 +19,9 @@ SEVERITY_ORDER = [Severity.CRITICAL, Severity.MAJOR, Severity.MINOR, Severity.IN
 
 
 def _plain(text: str | None) -> Text:
-    # Never interpret model output as markup; excerpts already have control characters escaped.
-    return Text(text or "")
+    # Never interpret server text as markup or as a terminal escape (a model id from /v1/models,
+    # an error message): control characters are shown as escapes, once, by `plain`.
+    return Text(plain(text))
 
 
 def render(report: Report, *, max_findings: int = 8, show_info: bool = False) -> Group:
@@ -27,9 +29,9 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
     verdict = Text.assemble(
         ("verdict: ", "bold"),
         (str(report.verdict).upper(), STATUS_STYLE[report.verdict]),
-        f"  (exit {report.exit_code}) {report.reason}",
+        f"  (exit {report.exit_code}) {plain(report.reason)}",
     )
-    header = Text(
+    header = _plain(
         f"baseline  {report.baseline.url}\ncandidate {report.candidate.url}\n"
         f"model {report.baseline.model or '-'}   run {report.run_id}   {report.duration_s:.1f} s"
     )
@@ -38,7 +40,8 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
     gates.add_column("status")
     gates.add_column("summary", overflow="fold")
     for g in report.gates:
-        gates.add_row(g.name, Text(str(g.status), STATUS_STYLE[g.status]), _plain(g.summary))
+        status = Text(str(g.status), STATUS_STYLE[g.status])
+        gates.add_row(_plain(g.name), status, _plain(g.summary))
     parts: list[Table | Text] = [header, gates]
     if report.correctness:
         table = Table(title="Correctness Report", title_justify="left")
@@ -46,7 +49,7 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
             table.add_column(col, overflow="fold")
         for row in report.correctness:
             table.add_row(
-                row.metric,
+                _plain(row.metric),
                 _plain(row.baseline),
                 _plain(row.candidate),
                 _plain(row.threshold),
@@ -93,9 +96,9 @@ def _drift_explained(report: Report) -> Table | None:
     if not rows:
         return None
     ppl = next((c for g in report.gates for c in g.checks if c.name == "perplexity_shift"), None)
-    caption = None
+    caption: Text | None = None
     if ppl is not None:
-        caption = f"perplexity shift: {ppl.candidate} ({ppl.outcome}; {ppl.limit})"
+        caption = Text(plain(f"perplexity shift: {ppl.candidate} ({ppl.outcome}; {ppl.limit})"))
     table = Table(title="Drift explained", title_justify="left", caption=caption,
                   caption_justify="left")  # fmt: skip
     for col in ("gate", "probe", "token", "baseline → candidate", "margin", "gap",
@@ -104,9 +107,9 @@ def _drift_explained(report: Report) -> Table | None:
     for d in rows:
         tokens = f"{d.baseline_token!r} → {d.candidate_token!r}"
         membership = f"{d.candidate_in_baseline_top_k}, {d.baseline_in_candidate_top_k}"
-        why = d.explanation + (f" ({d.note})" if d.note else "")
+        why = plain(d.explanation + (f" ({d.note})" if d.note else ""))
         table.add_row(
-            d.gate, _plain(d.probe), str(d.token_index if d.token_index is not None else "-"),
+            _plain(d.gate), _plain(d.probe), "-" if d.token_index is None else str(d.token_index),
             _plain(tokens), _nats(d.margin_nats), _nats(d.gap_nats), membership,
             Text(why, style="bold red" if d.blocking else ""),
         )  # fmt: skip

@@ -1,0 +1,94 @@
+"""Reading runs back: by id or unique prefix, their report, their recorded latencies."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from servegate.endpoints.errors import ErrorCategory, RequestError
+from servegate.endpoints.types import Completion, Timing
+from servegate.reports.json_report import dump_report
+from servegate.store.reader import find_run, request_latencies, stored_report
+from servegate.store.writer import RunWriter, StoreError, open_engine
+from servegate.verdict.model import Report
+
+
+def _start(db: Path) -> RunWriter:
+    return RunWriter.start(open_engine(db), baseline_url="http://b/v1",
+                           candidate_url="http://c/v1", model="m", config={})  # fmt: skip
+
+
+def _storable(report: Report, run_id: str) -> Report:
+    # Lone surrogates cannot be stored (sqlite refuses them); the JSON dump replaces them.
+    return Report.model_validate_json(dump_report(report)).model_copy(update={"run_id": run_id})
+
+
+def test_a_finished_run_gives_back_its_report(tmp_path: Path, failing_report: Report) -> None:
+    writer = _start(tmp_path / "runs.db")
+    report = _storable(failing_report, writer.run_id)
+    writer.finish(report)
+    assert stored_report(writer.engine, writer.run_id) == report
+    assert stored_report(writer.engine, writer.run_id[:5]) == report
+
+
+def test_a_crashed_run_has_no_report_and_says_why(tmp_path: Path) -> None:
+    writer = _start(tmp_path / "runs.db")
+    writer.crashed("RuntimeError: boom")
+    with pytest.raises(StoreError) as caught:
+        stored_report(writer.engine, writer.run_id)
+    assert (
+        str(caught.value)
+        == f"run {writer.run_id} has no report (it is crashed: RuntimeError: boom)"
+    )
+    assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("ref", ["nope", "abc", "x\x1b[2J"], ids=["unknown", "short", "escape"])
+def test_an_unknown_run_is_one_line_naming_it(tmp_path: Path, ref: str) -> None:
+    engine = _start(tmp_path / "runs.db").engine
+    with pytest.raises(
+        StoreError, match=r"^no run .* in .*runs.db \(see `servegate runs`\)$"
+    ) as caught:
+        find_run(engine, ref)
+    assert "\x1b" not in str(caught.value)
+
+
+def test_an_ambiguous_prefix_is_refused_and_wildcards_match_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first, second = _start(db).run_id, _start(db).run_id
+    with sqlite3.connect(db) as conn:
+        conn.execute("update runs set id = 'abcd0001' where id = ?", (first,))
+        conn.execute("update runs set id = 'abcd0002' where id = ?", (second,))
+    engine = open_engine(db)
+    with pytest.raises(StoreError, match="run abcd is ambiguous"):
+        find_run(engine, "abcd")
+    assert find_run(engine, "abcd0002")["id"] == "abcd0002"
+    with pytest.raises(StoreError, match="no run"):
+        find_run(engine, "%%%%")
+
+
+def test_a_foreign_report_is_refused_with_its_first_problem(tmp_path: Path) -> None:
+    writer = _start(tmp_path / "runs.db")
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute("""update runs set report_json = '{"verdict": "maybe"}'""")
+    with pytest.raises(StoreError, match="its stored report cannot be read by this version"):
+        stored_report(writer.engine, writer.run_id)
+
+
+def test_latencies_come_from_the_recorded_requests(tmp_path: Path) -> None:
+    writer = _start(tmp_path / "runs.db")
+    for side, ms in (("baseline", 10), ("candidate", 30), ("baseline", 20)):
+        done = Completion(status=200, content="OK", timing=Timing(sent_ns=0, done_ns=ms * 10**6))
+        writer.record(gate="golden", probe="p", side=side, api="chat", request={}, result=done)
+    timed = Timing(sent_ns=0, done_ns=5 * 10**6)
+    failed = Completion(status=500, timing=timed, error=RequestError(ErrorCategory.SERVER, "500"))
+    isolation = Completion(status=200, content="x", timing=timed)
+    writer.record(gate="golden", probe="p", side="candidate", api="chat", request={},
+                  result=failed)  # fmt: skip
+    writer.record(gate="golden", probe="p:isolation", side="candidate", api="chat", request={},
+                  result=isolation)  # fmt: skip
+    assert request_latencies(writer.engine, writer.run_id) == {
+        "baseline": [10.0, 20.0], "candidate": [30.0]
+    }  # fmt: skip
