@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 
-from pydantic_core import PydanticSerializationError
-
-from servegate.verdict.model import Report
+from servegate.verdict.model import Report, safe_json
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -28,13 +25,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def dump_report(report: Report) -> str:
-    """The report as JSON text. A lone surrogate in server text (valid in a JSON escape, not in
-    UTF-8) becomes U+FFFD instead of failing the whole report."""
-    try:
-        return report.model_dump_json(indent=2)
-    except PydanticSerializationError:
-        text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False)
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    """The report as JSON text (lone surrogates in server text become U+FFFD)."""
+    return safe_json(report, indent=2)
 
 
 def write_json(report: Report, path: Path) -> None:

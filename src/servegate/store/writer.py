@@ -26,7 +26,7 @@ from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where, why
 from servegate.store.migration import add_missing_columns
 from servegate.store.process import hostname
-from servegate.verdict.model import GateResult, Report
+from servegate.verdict.model import GateResult, Report, safe_json
 
 __all__ = ["DEFAULT_DB", "RunWriter", "StoreError", "list_runs", "open_engine"]
 
@@ -192,7 +192,7 @@ class RunWriter:
                     run_id=self.run_id,
                     gate=result.name,
                     status=str(result.status),
-                    result_json=result.model_dump_json(),
+                    result_json=safe_json(result),
                 )
             )
 
@@ -208,7 +208,7 @@ class RunWriter:
                     verdict=str(report.verdict),
                     exit_code=report.exit_code,
                     reason=report.reason,
-                    report_json=report.model_dump_json(),
+                    report_json=safe_json(report),
                 )
             )
 

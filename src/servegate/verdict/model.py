@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 SCHEMA_VERSION = 1
+
+
+def safe_json(model: BaseModel, indent: int | None = None) -> str:
+    """A model as JSON text. A lone surrogate in server text (valid in a JSON escape, not in
+    UTF-8) becomes U+FFFD instead of failing the whole dump (FAULTS 34)."""
+    try:
+        return model.model_dump_json(indent=indent)
+    except PydanticSerializationError:
+        text = json.dumps(model.model_dump(mode="json"), indent=indent, ensure_ascii=False)
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 class Status(StrEnum):

@@ -75,3 +75,22 @@ def test_finished_run_is_listed_with_its_verdict(tmp_path: Path) -> None:
         "finished",
     )
     assert json.loads(row["report_json"])["schema_version"] == 1
+
+
+def test_a_lone_surrogate_in_server_text_does_not_lose_the_report(tmp_path: Path) -> None:
+    # A model id from /v1/models with a lone surrogate is valid JSON but not valid UTF-8.
+    engine = open_engine(tmp_path / "runs.db")
+    writer = RunWriter.start(
+        engine, baseline_url="http://b/v1", candidate_url="http://c/v1", model="m", config={}
+    )
+    odd = Fingerprint(url="http://b/v1", model="m\udc80")
+    report = Report(
+        tool="servegate", run_id=writer.run_id, started_at="t", finished_at="t", duration_s=1.0,
+        verdict=Status.PASS, exit_code=0, reason="ok", baseline=odd, candidate=odd, gates=(),
+    )  # fmt: skip
+    writer.finish(report)
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        (stored,) = conn.execute("select report_json from runs").fetchone()
+    model = json.loads(stored)["baseline"]["model"]
+    assert model[0] == "m"
+    assert set(model[1:]) == {"\ufffd"}  # the lone surrogate, replaced
