@@ -312,7 +312,8 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
             not_measured(
                 "unusable_canaries",
                 "canaries unusable for this model",
-                f"their baseline answers change with its own noise: {names}",
+                f"their answers change with the baseline's own noise or hinge on a near-tie: "
+                f"{names}",
             )
         )
     divergences = [d for j in judged if (d := _divergence(j)) is not None]

@@ -132,8 +132,8 @@ def judge(obs: Observation, tie_nats: float) -> Judged:
     cmp = obs.tokens()
     if cmp is not None and cmp.gap_nats is not None and cmp.gap_nats <= tie_nats:
         why = (
-            f"near-tie flip at token {cmp.first_divergence}: the baseline's top-1 was "
-            f"{cmp.gap_nats:.2f} nats above the candidate's token (limit {tie_nats:.2f})"
+            f"the answer hinges on a near-tie at token {cmp.first_divergence}: the baseline's "
+            f"top-1 was {cmp.gap_nats:.2f} nats above the candidate's token (limit {tie_nats:.2f})"
         )
         return Judged(obs, ProbeStatus.EXPLAINED, why, cmp)
     return Judged(obs, ProbeStatus.REGRESSED, "", cmp)
