@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
@@ -18,7 +18,9 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from servegate.runner import ProgressFn
+if TYPE_CHECKING:
+    from servegate.runner import ProgressFn
+
 
 stdout = Console(highlight=False, soft_wrap=False)
 stderr = Console(stderr=True, highlight=False)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 Alternative = Literal["two-sided", "greater", "less"]
 
@@ -57,6 +56,8 @@ def mann_whitney_u(
         # Every value tied: no shift, and scipy's normal approximation would divide by zero.
         u = b.size * c.size / 2
         return MannWhitneyResult(int(b.size), int(c.size), u, 1.0, 0.5, alternative)
+    from scipy import stats as scipy_stats  # imported here: a second of start-up for every command
+
     res = scipy_stats.mannwhitneyu(c, b, alternative=alternative, method="auto")
     u = float(res.statistic)
     return MannWhitneyResult(
