@@ -63,7 +63,9 @@ class Check(_Frozen):
     policy_key: str | None = None  # where the threshold comes from
     core: bool = False  # the gate cannot pass without it
     reason: str = ""  # why it failed, or why it could not be measured
-    row: str | None = None  # the Correctness Report row this check feeds, if any
+    row: str | None = None  # the Correctness or Performance Report row this check feeds, if any
+    ratio: str = "-"  # performance: candidate / baseline, e.g. "1.32×"
+    interval: str = "-"  # performance: the ratio's confidence interval, e.g. "1.21–1.45× (95 %)"
 
     @property
     def measured(self) -> bool:
