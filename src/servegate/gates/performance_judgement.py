@@ -18,7 +18,7 @@ from servegate.config.models import Policy
 from servegate.gates.performance_plan import NAME, SIDES, PerformanceEvidence, SideLoad, side_load
 from servegate.gates.performance_under_load import agreement_under_load, load_checks
 from servegate.stats.bootstrap import RatioInterval, quantile_ratio_interval
-from servegate.stats.classification import Classification, classify
+from servegate.stats.classification import Classification, MetricClassification, classify
 from servegate.stats.distribution import DistributionSummary
 from servegate.stats.proportions import rate_increase
 from servegate.verdict.judgement import check, gate_result, not_measured
@@ -50,6 +50,16 @@ def _num(value: float | None, unit: str) -> str:
     return "-" if value is None else f"{value:.4g} {unit}"
 
 
+def _reason(cls: MetricClassification, ci: RatioInterval, allowed: str) -> str:
+    """What a reader needs of a failed ratio: the ratio, its interval, the band and the test."""
+    if cls.classification is Classification.PASS:
+        return cls.reason
+    return (
+        f"{_x(cls.ratio)} the baseline's (bootstrap CI {_interval(ci)}; {allowed}), "
+        f"Mann-Whitney p = {cls.p_value:.2g}"
+    )
+
+
 def _latency(
     metric: str, title: str, row: str, core: bool, b: SideLoad, c: SideLoad, policy: Policy
 ) -> Check:
@@ -71,7 +81,7 @@ def _latency(
     ci = quantile_ratio_interval(bv, cv, quantile=0.95, seed=SEEDS[metric], min_samples=n)
     failed = cls.classification is Classification.HIGH
     p95 = (DistributionSummary.from_values(v).p95 for v in (bv, cv))
-    reason = f"{cls.reason}; ratio {_x(cls.ratio)}, bootstrap CI {_interval(ci)}"
+    reason = _reason(cls, ci, f"allowed {1 + allowed:.2f}×")
     return check(
         metric,
         title,
@@ -127,7 +137,7 @@ def _throughput(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
         limit=f"≥ {1 - allowed:.2f}× unless not significant (p < {alpha:g})",
         policy_key="throughput_drop_max",
         row=row,
-        reason=f"median over blocks: {cls.reason}; bootstrap CI {_interval(ci)}",
+        reason="median block: " + _reason(cls, ci, f"allowed {1 - allowed:.2f}×"),
     )
 
 
@@ -178,13 +188,14 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     checks.append(agreement)
     findings += [
         Finding(
-            probe="load",
+            probe=ch.row or ch.name,
             category="regression",
             severity=Severity.MAJOR,
             side="candidate",
             message=f"{ch.title}: {ch.reason}",
             baseline_excerpt=ch.baseline,
-            candidate_excerpt=f"{ch.candidate} ({ch.ratio}, CI {ch.interval})",
+            candidate_excerpt=f"{ch.candidate} ({ch.ratio}"
+            + (f", CI {ch.interval})" if ch.interval != "-" else ")"),
         )
         for ch in checks
         if ch.outcome is Outcome.FAIL and ch.name != "agreement_under_load"
