@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+# 2: the Performance Report (`performance`), and `ratio`/`interval` on checks.
+SCHEMA_VERSION = 2
 
 
 class Status(StrEnum):
@@ -118,6 +119,20 @@ class CorrectnessRow(_Frozen):
     status: Status
 
 
+class PerformanceRow(_Frozen):
+    """One line of the Performance Report: a gate's check, with the metric's definition."""
+
+    metric: str
+    gate: str
+    baseline: str
+    candidate: str
+    ratio: str
+    interval: str
+    threshold: str
+    status: Status
+    definition: str
+
+
 class Fingerprint(_Frozen):
     """What was compared: URL without secrets, model, server version, declared matrix fields."""
 
@@ -150,4 +165,5 @@ class Report(_Frozen):
     candidate: Fingerprint
     gates: tuple[GateResult, ...]
     correctness: tuple[CorrectnessRow, ...] = ()
+    performance: tuple[PerformanceRow, ...] = ()
     definitions: dict[str, str] = Field(default_factory=dict)
