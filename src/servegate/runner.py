@@ -17,12 +17,13 @@ from servegate import __version__
 from servegate.config.models import GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
-from servegate.gates import context, golden, numerics, startup
+from servegate.gates import context, golden, numerics, performance, startup
 from servegate.gates.pair import EndpointPair
 from servegate.gates.recording import NullRecorder, Recorder
 from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
 from servegate.verdict.model import Fingerprint, GateResult, Report, Status
+from servegate.verdict.performance import performance_table
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
 
 ProgressFn = Callable[[str, int, int, str], None]
@@ -123,14 +124,35 @@ async def _context(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) 
     return context.evaluate(evidence, cfg.policy, strict=cfg.strict)
 
 
+async def _performance(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    evidence = await performance.collect(pair, cfg, progress=progress)
+    return performance.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
 # Explicit registry, in the order the gates run: correctness before performance.
 GATES: dict[str, GateRunner] = {
     "startup": _startup,
     "numerics": _numerics,
     "golden": _golden,
     "context": _context,
+    "performance": _performance,
 }
 GATE_ORDER = tuple(GATES)
+# Judged only once every correctness gate that ran has passed: speed is not looked at before
+# the answers are known to be right.
+AFTER_CORRECTNESS = frozenset({"performance"})
+
+
+def _correctness_not_passed(results: Sequence[GateResult]) -> str | None:
+    """Why a performance gate is skipped: the correctness gates that ran and did not pass."""
+    ran = [r for r in results if r.name not in AFTER_CORRECTNESS]
+    blocking = [f"{r.name}: {r.status}" for r in ran if r.status is not Status.PASS]
+    if not blocking:
+        return None
+    return (
+        "skipped: performance is judged only after the correctness gates pass "
+        f"({', '.join(blocking)})"
+    )
 
 
 async def run_gates(
@@ -157,6 +179,10 @@ async def run_gates(
             continue
         if skip_reason is not None:
             judged(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
+            continue
+        waiting = _correctness_not_passed(results) if name in AFTER_CORRECTNESS else None
+        if waiting is not None:
+            judged(GateResult(name=name, status=Status.SKIP, summary=waiting))
             continue
 
         def gate_progress(done: int, total: int, label: str, _name: str = name) -> None:
@@ -296,6 +322,7 @@ async def run(
                 candidate=Fingerprint(url=display_url(c_url), model=model, models=c_pre.models),
                 gates=tuple(results),
                 correctness=correctness_table(results),
+                performance=performance_table(results),
                 definitions=DEFINITIONS,
             )
             if writer is not None:

@@ -234,3 +234,52 @@ async def test_a_database_locked_mid_run_is_a_store_error_and_the_committed_rows
         ("startup", "ready"),
         ("startup", "ready:isolation"),
     ]
+
+
+def _gates_cfg(urls: tuple[str, str], gates: tuple[str, ...]) -> Any:
+    return GateConfig(
+        baseline=EndpointConfig(url=urls[0]), candidate=EndpointConfig(url=urls[1]), gates=gates
+    )
+
+
+@pytest.mark.parametrize(
+    ("golden", "summary"),
+    [
+        (Status.FAIL, "(golden: fail)"),
+        (Status.INCONCLUSIVE, "(golden: inconclusive)"),
+    ],
+    ids=["after-a-failure", "after-an-inconclusive-gate"],
+)
+async def test_performance_is_skipped_until_the_correctness_gates_pass(
+    urls: tuple[str, str], golden: Status, summary: str
+) -> None:
+    gates = {
+        "startup": judged("startup", Status.PASS),
+        "golden": judged("golden", golden),
+        "performance": judged("performance", Status.PASS),
+    }
+    cfg = _gates_cfg(urls, ("startup", "golden", "performance"))
+    report = await run(cfg, gates=gates)
+    performance = report.gates[-1]
+    assert (performance.name, performance.status) == ("performance", Status.SKIP)
+    assert performance.summary == (
+        f"skipped: performance is judged only after the correctness gates pass {summary}"
+    )
+    assert report.performance == ()
+
+
+async def test_performance_runs_after_passing_correctness_gates_and_alone(
+    urls: tuple[str, str],
+) -> None:
+    gates = {
+        "startup": judged("startup", Status.PASS),
+        "performance": judged("performance", Status.FAIL),
+    }
+    both = await run(_gates_cfg(urls, ("startup", "performance")), gates=gates)
+    alone = await run(_gates_cfg(urls, ("performance",)), gates=gates)
+    assert [(g.name, g.status) for g in both.gates] == [
+        ("startup", Status.PASS),
+        ("performance", Status.FAIL),
+    ]
+    assert [(g.name, g.status) for g in alone.gates] == [("performance", Status.FAIL)]
+    assert alone.exit_code == 1

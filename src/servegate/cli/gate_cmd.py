@@ -138,6 +138,34 @@ def _gates(value: str) -> tuple[str, ...]:
     help="How many of the shipped numerics prompts to send (fewer is faster, less thorough).",
 )
 @click.option(
+    "--perf-concurrency",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Performance gate: requests in flight per side (closed loop).",
+)
+@click.option(
+    "--perf-blocks",
+    default=4,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Performance gate: load blocks per side, interleaved A B, B A, ...",
+)
+@click.option(
+    "--perf-requests",
+    default=10,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Performance gate: measured requests per block.",
+)
+@click.option(
+    "--perf-output-tokens",
+    default=24,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Performance gate: max_tokens of each (greedy, synthetic) request.",
+)
+@click.option(
     "--db",
     default=str(DEFAULT_DB),
     show_default=True,
@@ -173,13 +201,17 @@ def gate(
     hung_after: int,
     impossible_words: int,
     numerics_prompts: int,
+    perf_concurrency: int,
+    perf_blocks: int,
+    perf_requests: int,
+    perf_output_tokens: int,
     db: str,
     no_store: bool,
     run_name: str | None,
     quiet: bool,
     show_info: bool,
 ) -> None:
-    """Compare CANDIDATE with BASELINE through the correctness gates.
+    """Compare CANDIDATE with BASELINE: the correctness gates, then performance.
 
     Exit codes: 0 pass (ship), 1 fail (roll back), 2 usage or configuration error,
     3 inconclusive (unreachable, too few samples, missing capability), 4 internal error.
@@ -221,6 +253,12 @@ def gate(
                 "hung_after_timeouts": hung_after,
                 "impossible_prompt_words": impossible_words,
                 "numerics_prompts": numerics_prompts,
+                "performance": {
+                    "concurrency": perf_concurrency,
+                    "blocks": perf_blocks,
+                    "requests_per_block": perf_requests,
+                    "output_tokens": perf_output_tokens,
+                },
                 "policy": policy,
             },
             "command line",

@@ -73,6 +73,15 @@ class Tolerance(_Frozen):
         "the baseline's own share. The same request streamed or not runs the same computation; "
         "on the reference engine both agree on every probe.",
     )
+    load_mismatch_rate: Fraction = _key(
+        0.25,
+        "fraction of prompts",
+        "Share of temperature-0 prompts whose answer under concurrent load differs from the same "
+        "prompt answered alone, beyond noise_k × the baseline's own share. A server may "
+        "legitimately vary with batch composition (llama.cpp reuses a cached prompt prefix under "
+        "load), and a few prompts give a coarse share; a batching bug changes nearly every "
+        "answer that overlapped another request.",
+    )
 
 
 class Policy(_Frozen):
@@ -90,9 +99,12 @@ class Policy(_Frozen):
     )
     severe_degeneration_max: int = _key(
         0,
-        "probes",
+        "probes or answers",
         "Golden probes with severe degeneration (a same-character run, abnormal characters, "
-        "punctuation soup, empty output) where the baseline had none.",
+        "punctuation soup, empty output) where the baseline had none; in the performance gate, "
+        "answers under load that fail the load checks (degenerate, empty, an error with HTTP "
+        "200, JSON or tool arguments that do not parse) where the baseline's answer to the same "
+        "request passed.",
         ge=0,
     )
     hangs_max: int = _key(
@@ -161,6 +173,47 @@ class Policy(_Frozen):
         "not turn a slow answer into a content regression.",
         ge=1.0,
     )
+    p95_latency_regression_max: float = _key(
+        0.20,
+        "fraction of the baseline's P95",
+        "How much higher the candidate's P95 TTFT, TPOT or E2EL may be than the baseline's "
+        "before it can fail, and only when also significant (significance_alpha). DESIGN.md: "
+        "+20 %.",
+        ge=0.0,
+    )
+    throughput_drop_max: float = _key(
+        0.10,
+        "fraction of the baseline's throughput",
+        "How much lower the candidate's output tokens/s (median over its load blocks) may be "
+        "than the baseline's before it can fail, and only when also significant. DESIGN.md: "
+        "-10 %.",
+        ge=0.0,
+        lt=1.0,
+    )
+    error_rate_increase_max: Fraction = _key(
+        0.01,
+        "fraction of requests (0.01 = 1 point)",
+        "How much the candidate's error rate under load may exceed the baseline's before it can "
+        "fail, and only when also significant (one-sided Fisher exact test). DESIGN.md: "
+        "+1 point.",
+    )
+    significance_alpha: float = _key(
+        0.05,
+        "p-value",
+        "A performance shift fails only when its one-sided test (Mann-Whitney U for latencies "
+        "and throughput, Fisher exact for error rates) is below this level as well as beyond "
+        "its threshold (Kayenta style): one noisy run cannot roll back a release.",
+        gt=0.0,
+        lt=1.0,
+    )
+    performance_min_samples: int = _key(
+        20,
+        "successful requests per side",
+        "Fewer successful measured requests than this on either side and a latency metric is "
+        "not measured (the gate is inconclusive), never passed: a P95 of a handful of values "
+        "is one of its largest values.",
+        ge=2,
+    )
     tolerance: Tolerance = Field(
         default_factory=Tolerance,
         description="The drift tolerance for any model without an entry in `models`.",
@@ -179,6 +232,21 @@ class Policy(_Frozen):
         return self.tolerance.model_copy(update=own.model_dump(exclude_unset=True))
 
 
+class PerformanceConfig(_Frozen):
+    """The performance gate's load: interleaved closed-loop blocks of synthetic requests."""
+
+    concurrency: int = Field(default=4, ge=1)
+    blocks: int = Field(default=4, ge=1)  # per side, interleaved A B, B A, A B, ...
+    requests_per_block: int = Field(default=10, ge=1)
+    # Sent by each side before its first block, not measured; None: one per stream.
+    warmup: int | None = Field(default=None, ge=0)
+    input_tokens: int = Field(default=48, ge=1)
+    output_tokens: int = Field(default=24, ge=1)
+    # Prompts of the first block each side also answers alone, one at a time (temperature 0).
+    isolated_prompts: int = Field(default=8, ge=0)
+    seed: int = 0
+
+
 class GateConfig(_Frozen):
     """Everything one `servegate gate` run needs."""
 
@@ -186,7 +254,7 @@ class GateConfig(_Frozen):
     candidate: EndpointConfig
     baseline_replica: EndpointConfig | None = None
     model: str | None = None
-    gates: tuple[str, ...] = ("startup", "numerics", "golden", "context")
+    gates: tuple[str, ...] = ("startup", "numerics", "golden", "context", "performance")
     suite: Path | None = None
     categories: tuple[str, ...] | None = None
     request_deadline_s: PositiveSeconds = 60.0
@@ -199,4 +267,5 @@ class GateConfig(_Frozen):
     hung_after_timeouts: int = Field(default=2, ge=1)
     # Any unmeasured check makes its gate inconclusive, not only a gate's core measurement.
     strict: bool = False
+    performance: PerformanceConfig = PerformanceConfig()
     policy: Policy = Policy()

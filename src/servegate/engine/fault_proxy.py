@@ -41,6 +41,17 @@ class Relay:
 
 Fault = Callable[[web.Request, bytes], Awaitable[web.StreamResponse | Relay | None]]
 
+
+@dataclass
+class InFlight:
+    """Requests the proxy holds right now, from arrival until their answer is sent (or dropped)."""
+
+    count: int = 0
+
+
+# Where a fault reads the proxy's in-flight count: `request.app[IN_FLIGHT].count`.
+IN_FLIGHT = web.AppKey("in_flight", InFlight)
+
 # Connection-level headers are per hop (RFC 9110 §7.6.1); the rest pass through untouched.
 _HOP_HEADERS = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -185,6 +196,7 @@ def proxy_app(fault: Fault, upstream: str, request_log: Path | None = None) -> w
     test can compare what the engine was sent with what servegate recorded."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     session_key = web.AppKey("session", ClientSession)
+    app[IN_FLIGHT] = in_flight = InFlight()
 
     async def session_context(app: web.Application):  # type: ignore[no-untyped-def]
         # No total timeout: a slow generation is the engine's business, not the proxy's.
@@ -194,14 +206,18 @@ def proxy_app(fault: Fault, upstream: str, request_log: Path | None = None) -> w
             yield
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        if request_log is not None:
-            _log_request(request_log, request, body)
-        decided = await fault(request, body)
-        if isinstance(decided, web.StreamResponse):
-            return decided
-        relay = decided if decided is not None else Relay(body)
-        return await forward(request, relay, request.app[session_key], upstream)
+        in_flight.count += 1
+        try:
+            body = await request.read()
+            if request_log is not None:
+                _log_request(request_log, request, body)
+            decided = await fault(request, body)
+            if isinstance(decided, web.StreamResponse):
+                return decided
+            relay = decided if decided is not None else Relay(body)
+            return await forward(request, relay, request.app[session_key], upstream)
+        finally:
+            in_flight.count -= 1
 
     app.cleanup_ctx.append(session_context)
     app.router.add_route("*", "/{tail:.*}", handle)

@@ -254,3 +254,22 @@ def drop_tool_fragment_events(drop_fragment: int) -> EventRewrite:
         return events if len(events) > 1 or any(changed) else None
 
     return rewrite
+
+
+def _mirrored(text: str) -> str:
+    """Each word's letters in reverse order, spaces kept: fluent length, wrong content."""
+    return " ".join(word[::-1] for word in text.split(" "))
+
+
+def mirror_content(payload: Payload) -> Payload | None:
+    """A chat or text completion (answer or stream event) with its content's words mirrored."""
+    changed = copy.deepcopy(payload)
+    touched = False
+    for choice in _choices(changed):
+        for holder, key in ((_message(choice), "content"), (_delta(choice), "content"),
+                            (choice, "text")):  # fmt: skip
+            value = holder.get(key)
+            if isinstance(value, str) and value:
+                holder[key] = _mirrored(value)
+                touched = True
+    return changed if touched else None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from servegate.engine.fault_proxy import Fault, Payload, Relay, proxy_app
+from servegate.engine.fault_proxy import IN_FLIGHT, Fault, Payload, Relay, proxy_app
 from servegate.engine.fault_rewrites import (
     DEFAULT_REASONING_TEXT,
     DEFAULT_SYSTEM_TEXT,
@@ -32,6 +32,7 @@ from servegate.engine.fault_rewrites import (
     ignore_eos,
     leak_reasoning,
     leak_reasoning_events,
+    mirror_content,
     response_format_type,
     truncate_json,
     truncate_json_events,
@@ -213,6 +214,32 @@ def eos_ignored(options: FaultOptions) -> Fault:
     return fault
 
 
+def batch_corrupt(options: FaultOptions) -> Fault:
+    """Content is corrupted only while more than one request is in flight: an answer given alone
+    is the engine's own, the same prompt batched with another comes back with every word's
+    letters reversed (the class of batch-only kernel and scheduler bugs: correct alone, wrong
+    when batching)."""
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        if _request_payload(request, body, "/chat/completions", "/completions") is None:
+            return None
+        in_flight = request.app[IN_FLIGHT]
+
+        def answer(payload: Payload) -> Payload | None:
+            return mirror_content(payload) if in_flight.count > 1 else None
+
+        def events() -> Callable[[Payload], list[Payload] | None]:
+            def event(payload: Payload) -> list[Payload] | None:
+                mirrored = mirror_content(payload) if in_flight.count > 1 else None
+                return None if mirrored is None else [mirrored]
+
+            return event
+
+        return Relay(body, answer=answer, events=events)
+
+    return fault
+
+
 def passthrough(options: FaultOptions) -> Fault:
     """No fault at all: the proxy in front of a clean engine, e.g. to log what it is sent."""
 
@@ -247,6 +274,11 @@ FAULTS: dict[str, FaultSpec] = {
     "eos-ignored": FaultSpec(
         "generation runs past EOS to max_tokens: finish_reason length where it was stop",
         eos_ignored,
+    ),
+    "batch-corrupt": FaultSpec(
+        "answers are corrupted (each word mirrored) only while more than one request is in "
+        "flight; a request served alone is untouched",
+        batch_corrupt,
     ),
     "passthrough": FaultSpec(
         "no fault: every request forwarded unchanged (with request_log: each one written down)",

@@ -57,6 +57,10 @@ def llama_command(gguf: Path, port: int, extra_args: tuple[str, ...] = ()) -> li
         # chatml-function-calling: the one built-in format that serves both tools and plain chat.
         "--chat_format", "chatml-function-calling",
         "--embedding", "true", "--logits_all", "true",
+        # By default a new request cuts the stream in progress short (`[DONE]` after a few
+        # tokens, HTTP 200): concurrent requests would get empty answers. Queue them instead; a
+        # client that disconnects still stops its own generation.
+        "--interrupt_requests", "false",
         "--n_ctx", str(CONTEXT_TOKENS),
         *extra_args,
     ]  # fmt: skip

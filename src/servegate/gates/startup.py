@@ -253,6 +253,7 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
             baseline=_ms(b.ready_ms),
             candidate=_ms(c.ready_ms) if c.ready.ok else describe(c.ready),
             reason="" if c.ready.ok else "the candidate is not ready",
+            row="ready time",
         ),
     ]
     lost_models = bool(b.models) and not c.models

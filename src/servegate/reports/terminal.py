@@ -56,6 +56,8 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
                 Text(str(row.status), STATUS_STYLE[row.status]),
             )
         parts.append(table)
+    if report.performance:
+        parts += _performance(report)
     drift = _drift_explained(report)
     if drift is not None:
         parts.append(drift)
@@ -84,6 +86,22 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
             parts.append(Text(f"… {len(findings) - max_findings} more findings in the JSON report"))
     parts.append(verdict)
     return Group(*parts)
+
+
+def _performance(report: Report) -> list[Table | Text]:
+    """Baseline vs candidate under load, with each metric's definition printed under the table."""
+    table = Table(title="Performance Report", title_justify="left")
+    for col in ("metric", "baseline", "candidate", "ratio", "CI", "threshold", "status"):
+        table.add_column(col, overflow="fold")
+    for row in report.performance:
+        table.add_row(
+            row.metric, _plain(row.baseline), _plain(row.candidate), _plain(row.ratio),
+            _plain(row.interval), _plain(row.threshold),
+            Text(str(row.status), STATUS_STYLE[row.status]),
+        )  # fmt: skip
+    seen: dict[str, str] = {row.metric: row.definition for row in report.performance}
+    notes = "\n".join(f"  {metric}: {definition}" for metric, definition in seen.items())
+    return [table, Text(notes, style="dim")]
 
 
 def _nats(value: float | None) -> str:

@@ -8,6 +8,7 @@ from servegate.stats.divergence import first_divergence, noise_limit
 from servegate.stats.interval import Interval, wilson_interval
 from servegate.stats.mann_whitney import MannWhitneyResult, mann_whitney_u
 from servegate.stats.paired import McNemarResult, PairedCounts, mcnemar_exact
+from servegate.stats.proportions import RateIncrease, rate_increase
 
 __all__ = [
     "Classification",
@@ -17,6 +18,7 @@ __all__ = [
     "McNemarResult",
     "MetricClassification",
     "PairedCounts",
+    "RateIncrease",
     "RatioInterval",
     "classify",
     "first_divergence",
@@ -24,5 +26,6 @@ __all__ = [
     "mcnemar_exact",
     "noise_limit",
     "quantile_ratio_interval",
+    "rate_increase",
     "wilson_interval",
 ]

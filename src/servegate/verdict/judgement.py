@@ -36,6 +36,8 @@ def check(
     core: bool = False,
     reason: str = "",
     row: str | None = None,
+    ratio: str = "-",
+    interval: str = "-",
 ) -> Check:
     """A check from a comparison already made: `failed` None means it could not be measured."""
     outcome = Outcome.NOT_MEASURED if failed is None else Outcome.FAIL if failed else Outcome.PASS
@@ -50,6 +52,8 @@ def check(
         core=core,
         reason=reason,
         row=row,
+        ratio=ratio,
+        interval=interval,
     )
 
 

@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
 
-SCHEMA_VERSION = 1
+# 2: the Performance Report (`performance`), and `ratio`/`interval` on checks.
+SCHEMA_VERSION = 2
 
 
 def safe_json(model: BaseModel, indent: int | None = None) -> str:
@@ -75,7 +76,9 @@ class Check(_Frozen):
     policy_key: str | None = None  # where the threshold comes from
     core: bool = False  # the gate cannot pass without it
     reason: str = ""  # why it failed, or why it could not be measured
-    row: str | None = None  # the Correctness Report row this check feeds, if any
+    row: str | None = None  # the Correctness or Performance Report row this check feeds, if any
+    ratio: str = "-"  # performance: candidate / baseline, e.g. "1.32×"
+    interval: str = "-"  # performance: the ratio's confidence interval, e.g. "1.21–1.45× (95 %)"
 
     @property
     def measured(self) -> bool:
@@ -128,6 +131,20 @@ class CorrectnessRow(_Frozen):
     status: Status
 
 
+class PerformanceRow(_Frozen):
+    """One line of the Performance Report: a gate's check, with the metric's definition."""
+
+    metric: str
+    gate: str
+    baseline: str
+    candidate: str
+    ratio: str
+    interval: str
+    threshold: str
+    status: Status
+    definition: str
+
+
 class Fingerprint(_Frozen):
     """What was compared: URL without secrets, model, server version, declared matrix fields."""
 
@@ -160,4 +177,5 @@ class Report(_Frozen):
     candidate: Fingerprint
     gates: tuple[GateResult, ...]
     correctness: tuple[CorrectnessRow, ...] = ()
+    performance: tuple[PerformanceRow, ...] = ()
     definitions: dict[str, str] = Field(default_factory=dict)

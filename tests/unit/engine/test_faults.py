@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -138,3 +139,66 @@ def test_every_registered_fault_has_a_description_and_builds() -> None:
     for name, spec in FAULTS.items():
         assert spec.description, name
         assert callable(spec.build(FaultOptions()))
+
+
+@pytest.fixture
+async def batch_corrupt_proxy() -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """batch-corrupt in front of a fake engine that answers "Hello world" and holds any request
+    marked `hold` until the event is set."""
+    release = asyncio.Event()
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if body.get("hold"):
+            await release.wait()
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": "Hello world"}
+            return web.json_response({"choices": [{"index": 0, "message": message}]})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for piece in ("Hello", " world"):
+            event = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+            await response.write(f"data: {json.dumps(event)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    engine = web.Application()
+    engine.router.add_post("/v1/chat/completions", chat)
+    engine_runner = web.AppRunner(engine)
+    await engine_runner.setup()
+    await web.TCPSite(engine_runner, "127.0.0.1", 0).start()
+    upstream = f"http://127.0.0.1:{engine_runner.addresses[0][1]}"
+    fault = FAULTS["batch-corrupt"].build(FaultOptions())
+    runner = web.AppRunner(proxy_app(fault, upstream))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1/chat/completions", release
+    release.set()
+    await runner.cleanup()
+    await engine_runner.cleanup()
+
+
+async def _content(client: aiohttp.ClientSession, url: str, **extra: object) -> str:
+    async with client.post(url, json=_chat("hi", **extra)) as answer:
+        if not extra.get("stream"):
+            return str((await answer.json())["choices"][0]["message"]["content"])
+        text = (await answer.read()).decode()
+    events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    return "".join(e["choices"][0]["delta"]["content"] for e in events)
+
+
+async def test_batch_corrupt_mirrors_answers_only_while_another_request_is_in_flight(
+    batch_corrupt_proxy: tuple[str, asyncio.Event],
+) -> None:
+    url, release = batch_corrupt_proxy
+    async with aiohttp.ClientSession() as client:
+        assert await _content(client, url) == "Hello world"
+        assert await _content(client, url, stream=True) == "Hello world"
+        held = asyncio.create_task(_content(client, url, hold=True))
+        await asyncio.sleep(0.2)  # the held request is now in flight at the proxy
+        assert await _content(client, url) == "olleH dlrow"
+        assert await _content(client, url, stream=True) == "olleH dlrow"
+        release.set()
+        # Answered once it was alone again: untouched.
+        assert await held == "Hello world"
+        assert await _content(client, url) == "Hello world"

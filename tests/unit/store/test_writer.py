@@ -5,7 +5,7 @@ from pathlib import Path
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion
 from servegate.store.writer import RunWriter, list_runs, open_engine
-from servegate.verdict.model import Fingerprint, GateResult, Report, Status
+from servegate.verdict.model import SCHEMA_VERSION, Fingerprint, GateResult, Report, Status
 
 
 def _report(run_id: str) -> Report:
@@ -74,7 +74,7 @@ def test_finished_run_is_listed_with_its_verdict(tmp_path: Path) -> None:
         1,
         "finished",
     )
-    assert json.loads(row["report_json"])["schema_version"] == 1
+    assert json.loads(row["report_json"])["schema_version"] == SCHEMA_VERSION == 2
 
 
 def test_a_lone_surrogate_in_server_text_does_not_lose_the_report(tmp_path: Path) -> None:

@@ -1,0 +1,117 @@
+"""Gate 5, performance: not slower, measured honestly — and still correct under load.
+
+The load comes from `servegate.load` (the generator behind `servegate bench`): closed-loop blocks
+of greedy synthetic requests, interleaved between the sides (performance_plan.py). Every request
+is recorded and every answer checked. `evaluate` (performance_judgement.py) compares TTFT, TPOT
+and E2EL P95, output throughput and error rate with a Mann-Whitney test plus an effect band and
+a bootstrap interval of the ratio, and compares each side's answers under load with the same
+prompts answered alone, the baseline's own disagreement being the noise floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from servegate.config.models import GateConfig
+from servegate.endpoints.protocol import Endpoint
+from servegate.gates.pair import EndpointPair
+from servegate.gates.performance_judgement import evaluate
+from servegate.gates.performance_plan import (
+    NAME,
+    AloneAnswer,
+    Block,
+    PerformanceEvidence,
+    block_bounds,
+    block_order,
+    first_index,
+    warmup_count,
+    workload,
+)
+from servegate.load.arrival import closed_loop
+from servegate.load.driver import StepEvidence, run_step
+from servegate.load.metrics import TIMEOUT_CATEGORIES
+from servegate.load.workload import synthetic_source
+
+__all__ = ["NAME", "PerformanceEvidence", "collect", "evaluate"]
+
+Progress = Callable[[int, int, str], None]
+
+
+def _all_timed_out(step: StepEvidence) -> bool:
+    errors = [x.completion.error for x in step.exchanges]
+    return bool(errors) and all(e is not None and e.category in TIMEOUT_CATEGORIES for e in errors)
+
+
+async def collect(
+    pair: EndpointPair, cfg: GateConfig, *, progress: Progress | None = None
+) -> PerformanceEvidence:
+    """Warm up each side, run the interleaved blocks, then the first block's prompts alone.
+
+    A side whose whole block timed out (or that an earlier gate found hung) is sent no further
+    blocks; the evidence says so and `evaluate` judges what that means."""
+    settings = cfg.performance
+    spec = workload(settings)
+    source = synthetic_source(spec, pair.model)
+    arrival = closed_loop(settings.concurrency)
+    dl = cfg.request_deadline_s
+    sides: dict[str, Endpoint] = {"baseline": pair.baseline, "candidate": pair.candidate}
+    stopped: dict[str, str] = {
+        name: f"not sent: {name} was hung before this gate"
+        for name, ep in sides.items()
+        if pair.hung(ep)
+    }
+    order = block_order(settings.blocks)
+    alone_n = min(settings.isolated_prompts, settings.requests_per_block)
+    total, done = len(order) + 2 + 2 * alone_n, 0
+
+    def step(label: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total, label)
+
+    warmup: dict[str, StepEvidence | None] = {}
+    count = warmup_count(settings)
+    for name, ep in sides.items():
+        warmup[name] = None
+        if count and name not in stopped:
+            tagged = pair.recording(ep, gate=NAME, probe="load:warmup")
+            warmup[name] = await run_step(
+                tagged, source, arrival, block_bounds(settings, count, dl), first_index=0
+            )
+        step(f"{name} warm-up")
+    blocks: list[Block] = []
+    for name, k in order:
+        if name in stopped:
+            blocks.append(Block(name, k, None, stopped[name]))
+        else:
+            tagged = pair.recording(sides[name], gate=NAME, probe=f"load:block{k}")
+            bounds = block_bounds(settings, settings.requests_per_block, dl)
+            evidence = await run_step(
+                tagged, source, arrival, bounds, first_index=first_index(settings, k)
+            )
+            blocks.append(Block(name, k, evidence))
+            if _all_timed_out(evidence):
+                stopped[name] = f"not sent: every request of {name} block {k} timed out"
+        step(f"{name} block {k}")
+    alone: dict[str, list[AloneAnswer]] = {name: [] for name in sides}
+    first = first_index(settings, 0)
+    for index in range(first, first + alone_n):
+        item = source(index)
+        for name, ep in sides.items():
+            if name not in stopped:
+                answer = await pair.send(
+                    ep, item.api, item.body, gate=NAME, probe=f"alone:{item.label}", deadline_s=dl
+                )
+                alone[name].append(AloneAnswer(index, item, answer))
+            step(f"{name} alone {index}")
+    return PerformanceEvidence(
+        settings=settings,
+        workload=spec,
+        blocks=tuple(blocks),
+        warmup=warmup,
+        alone={name: tuple(answers) for name, answers in alone.items()},
+        baseline_url=pair.baseline.base_url,
+        candidate_url=pair.candidate.base_url,
+        model=pair.model,
+    )

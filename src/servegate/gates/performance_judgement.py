@@ -1,0 +1,237 @@
+"""How the performance gate judges: latency P95s, throughput, errors, and correctness under load.
+
+Every metric is one `Check` (verdict/judgement.py). A latency or throughput shift fails only when
+it is both significant (one-sided Mann-Whitney U below `significance_alpha`) and beyond its
+policy band (stats.classification); the ratio's seeded bootstrap interval is shown beside it.
+Too few samples is *not measured*, never a pass: TTFT, E2EL and the error rate are core, so the
+gate is then inconclusive. Answers under load are checked twice: by the load checks (paired with
+the baseline's answer to the same request), and against the same prompt answered alone, judged
+against the baseline's own disagreement (the noise floor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import comb, isfinite
+
+from servegate.config.models import Policy
+from servegate.gates.performance_plan import NAME, SIDES, PerformanceEvidence, SideLoad, side_load
+from servegate.gates.performance_under_load import agreement_under_load, load_checks
+from servegate.stats.bootstrap import RatioInterval, quantile_ratio_interval
+from servegate.stats.classification import Classification, MetricClassification, classify
+from servegate.stats.distribution import DistributionSummary
+from servegate.stats.proportions import rate_increase
+from servegate.verdict.judgement import check, gate_result, not_measured
+from servegate.verdict.model import Check, Finding, GateResult, MetricValue, Outcome, Severity
+
+__all__ = ["evaluate"]
+
+# Fixed seeds: the same samples give the same interval on any machine.
+SEEDS = {"ttft_ms": 1, "tpot_ms": 2, "e2el_ms": 3, "output_tokens_per_s": 4}
+LATENCIES = (  # (metric, title, Performance Report row, core)
+    ("ttft_ms", "TTFT P95, candidate / baseline", "TTFT P95", True),
+    ("tpot_ms", "TPOT P95, candidate / baseline", "TPOT P95", False),
+    ("e2el_ms", "E2EL P95, candidate / baseline", "E2EL P95", True),
+)
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None or not isfinite(value) else f"{value:.2f}×"
+
+
+def _interval(ci: RatioInterval) -> str:
+    if ci.low is None or ci.high is None:
+        return "-"
+    high = "∞" if not isfinite(ci.high) else f"{ci.high:.2f}"
+    return f"{ci.low:.2f}–{high}× ({ci.confidence:.0%})"
+
+
+def _num(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:.4g} {unit}"
+
+
+def _reason(cls: MetricClassification, ci: RatioInterval, allowed: str) -> str:
+    """What a reader needs of a failed ratio: the ratio, its interval, the band and the test."""
+    if cls.classification is Classification.PASS:
+        return cls.reason
+    return (
+        f"{_x(cls.ratio)} the baseline's (bootstrap CI {_interval(ci)}; {allowed}), "
+        f"Mann-Whitney p = {cls.p_value:.2g}"
+    )
+
+
+def _latency(
+    metric: str, title: str, row: str, core: bool, b: SideLoad, c: SideLoad, policy: Policy
+) -> Check:
+    bv, cv = b.values(metric), c.values(metric)
+    allowed, alpha = policy.p95_latency_regression_max, policy.significance_alpha
+    n = policy.performance_min_samples
+    cls = classify(
+        metric,
+        bv,
+        cv,
+        direction="increase",
+        allowed_increase=allowed,
+        statistic="p95",
+        alpha=alpha,
+        min_samples=n,
+    )
+    if cls.classification is Classification.NOT_MEASURED:
+        return not_measured(metric, title, cls.reason, core=core, row=row)
+    ci = quantile_ratio_interval(bv, cv, quantile=0.95, seed=SEEDS[metric], min_samples=n)
+    failed = cls.classification is Classification.HIGH
+    p95 = (DistributionSummary.from_values(v).p95 for v in (bv, cv))
+    reason = _reason(cls, ci, f"allowed {1 + allowed:.2f}×")
+    return check(
+        metric,
+        title,
+        failed=failed,
+        baseline=_num(next(p95), "ms"),
+        candidate=_num(next(p95), "ms"),
+        ratio=_x(cls.ratio),
+        interval=_interval(ci),
+        limit=f"≤ {1 + allowed:.2f}× unless not significant (p < {alpha:g})",
+        policy_key="p95_latency_regression_max",
+        core=core,
+        row=row,
+        reason=reason,
+    )
+
+
+def _throughput(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
+    metric, title, row = (
+        "output_tokens_per_s",
+        "output tokens/s, candidate / baseline",
+        "throughput",
+    )
+    bv, cv = b.block_rates, c.block_rates
+    alpha, allowed = policy.significance_alpha, policy.throughput_drop_max
+    # The smallest p a one-sided rank test of these block counts can reach.
+    floor_p = 1 / comb(len(bv) + len(cv), len(bv)) if bv and cv else 1.0
+    if len(bv) < 2 or len(cv) < 2 or floor_p >= alpha:
+        why = (
+            f"{len(bv)} baseline and {len(cv)} candidate blocks cannot show a significant "
+            f"drop (smallest possible p {floor_p:.2g} ≥ {alpha:g}); run more blocks"
+        )
+        return not_measured(metric, title, why, row=row)
+    cls = classify(
+        metric,
+        bv,
+        cv,
+        direction="decrease",
+        allowed_decrease=allowed,
+        statistic="p50",
+        alpha=alpha,
+        min_samples=2,
+    )
+    ci = quantile_ratio_interval(bv, cv, quantile=0.5, seed=SEEDS[metric], min_samples=2)
+    med = (DistributionSummary.from_values(v).p50 for v in (bv, cv))
+    return check(
+        metric,
+        title,
+        failed=cls.classification is Classification.LOW,
+        baseline=_num(next(med), "tok/s"),
+        candidate=_num(next(med), "tok/s"),
+        ratio=_x(cls.ratio),
+        interval=_interval(ci),
+        limit=f"≥ {1 - allowed:.2f}× unless not significant (p < {alpha:g})",
+        policy_key="throughput_drop_max",
+        row=row,
+        reason="median block: " + _reason(cls, ci, f"allowed {1 - allowed:.2f}×"),
+    )
+
+
+def _errors(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
+    title = "error rate under load, candidate − baseline"
+    nb, nc = len(b.measures), len(c.measures)
+    if not nb or not nc:
+        why = f"requests measured: baseline {nb}, candidate {nc}"
+        return not_measured("error_rate", title, why, core=True, row="error rate")
+    inc = rate_increase(b.failed, nb, c.failed, nc)
+    assert inc.increase is not None
+    allowed, alpha = policy.error_rate_increase_max, policy.significance_alpha
+    failed = inc.increase > allowed and inc.p_value < alpha
+    return check(
+        "error_rate",
+        title,
+        failed=failed,
+        baseline=f"{b.failed}/{nb} ({b.failed / nb:.1%})",
+        candidate=f"{c.failed}/{nc} ({c.failed / nc:.1%})",
+        ratio=f"{inc.increase * 100:+.1f} pts",
+        limit=f"≤ +{allowed * 100:g} pts unless not significant (Fisher p < {alpha:g})",
+        policy_key="error_rate_increase_max",
+        core=True,
+        row="error rate",
+        reason=f"{inc.increase * 100:+.1f} points, one-sided Fisher exact p = {inc.p_value:.2g}",
+    )
+
+
+def _metrics(sides: Sequence[SideLoad]) -> dict[str, MetricValue]:
+    out: dict[str, MetricValue] = {}
+    for s in sides:
+        for metric in ("ttft_ms", "tpot_ms", "e2el_ms"):
+            summary = DistributionSummary.from_values(s.values(metric))
+            out[f"{s.name}_{metric.removesuffix('_ms')}_p50_ms"] = summary.p50
+            out[f"{s.name}_{metric.removesuffix('_ms')}_p95_ms"] = summary.p95
+        out[f"{s.name}_output_tokens_per_s"] = DistributionSummary.from_values(s.block_rates).p50
+        out[f"{s.name}_requests"] = len(s.measures)
+        out[f"{s.name}_failed"] = s.failed
+    return out
+
+
+def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
+    """Judge the load run: latencies, throughput, errors, load checks, agreement under load."""
+    b, c = (side_load(ev, name) for name in SIDES)
+    checks = [_latency(*spec, b, c, policy) for spec in LATENCIES]
+    checks += [_throughput(b, c, policy), _errors(b, c, policy), load_checks(ev, b, c, policy)]
+    agreement, findings = agreement_under_load(ev, b, c, policy)
+    checks.append(agreement)
+    findings += [
+        Finding(
+            probe=ch.row or ch.name,
+            category="regression",
+            severity=Severity.MAJOR,
+            side="candidate",
+            message=f"{ch.title}: {ch.reason}",
+            baseline_excerpt=ch.baseline,
+            candidate_excerpt=f"{ch.candidate} ({ch.ratio}"
+            + (f", CI {ch.interval})" if ch.interval != "-" else ")"),
+        )
+        for ch in checks
+        if ch.outcome is Outcome.FAIL and ch.name != "agreement_under_load"
+    ]
+    for s in (b, c):
+        findings += [
+            Finding(
+                probe="load", category="hung", severity=Severity.MAJOR, side=s.name, message=why
+            )
+            for why in ev.gave_up(s.name)
+        ]
+        if s.client_bound:
+            findings.append(
+                Finding(
+                    probe="load",
+                    category="client_bound",
+                    severity=Severity.MINOR,
+                    side=s.name,
+                    message="the load generator was the bottleneck (latencies may be inflated): "
+                    + "; ".join(s.client_bound[:3]),
+                )
+            )
+    details = {
+        "settings": ev.settings.model_dump(mode="json"),
+        "workload": ev.workload.model_dump(mode="json"),
+        "blocks": [
+            {
+                "side": blk.side,
+                "block": blk.number,
+                "not_sent": blk.not_sent or None,
+                "sent": len(blk.step.exchanges) if blk.step else 0,
+                "ok": sum(x.completion.ok for x in blk.step.exchanges) if blk.step else 0,
+            }
+            for blk in ev.blocks
+        ],
+    }
+    return gate_result(
+        NAME, checks, strict=strict, findings=findings, metrics=_metrics((b, c)), details=details
+    )

@@ -1,0 +1,164 @@
+"""What the performance gate sends and what it keeps: the interleaved block plan and its evidence.
+
+Both sides get the same synthetic temperature-0 requests: request i of a run is the same body on
+either side (`servegate.load.workload`), warm-up first (indices 0…W-1, not measured), then block
+k on each side sends indices W + k·R … W + (k+1)·R − 1 at a fixed closed-loop concurrency. Blocks
+alternate sides in A B, B A, A B, … order, so a drift of the shared machine that grows or shrinks
+over the run falls on both sides alike. The first block's prompts are then answered alone, one at
+a time, by each side: the reference for correctness under load.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from servegate.config.models import PerformanceConfig
+from servegate.endpoints.types import Completion
+from servegate.load.bench import evaluate_step
+from servegate.load.driver import Exchange, StepBounds, StepEvidence
+from servegate.load.metrics import RequestMeasure, measure
+from servegate.load.workload import SyntheticWorkload, WorkItem
+
+__all__ = [
+    "NAME",
+    "SIDES",
+    "AloneAnswer",
+    "Block",
+    "PerformanceEvidence",
+    "SideLoad",
+    "block_bounds",
+    "block_order",
+    "first_index",
+    "in_flight_counts",
+    "side_load",
+    "warmup_count",
+    "workload",
+]
+
+NAME = "performance"
+SIDES = ("baseline", "candidate")
+
+
+def workload(settings: PerformanceConfig) -> SyntheticWorkload:
+    """Greedy synthetic requests: answers can then be compared with the same prompt alone."""
+    return SyntheticWorkload(
+        input_tokens=settings.input_tokens,
+        output_tokens=settings.output_tokens,
+        seed=settings.seed,
+        temperature=0.0,
+    )
+
+
+def warmup_count(settings: PerformanceConfig) -> int:
+    return settings.concurrency if settings.warmup is None else settings.warmup
+
+
+def first_index(settings: PerformanceConfig, block: int) -> int:
+    """The run-wide index of block `block`'s first request (the same on both sides)."""
+    return warmup_count(settings) + block * settings.requests_per_block
+
+
+def block_order(blocks: int) -> tuple[tuple[str, int], ...]:
+    """(side, block) in the order they run: A B, B A, A B, … (each pair counterbalanced)."""
+    order: list[tuple[str, int]] = []
+    for k in range(blocks):
+        first, second = SIDES if k % 2 == 0 else SIDES[::-1]
+        order += [(first, k), (second, k)]
+    return tuple(order)
+
+
+def block_bounds(settings: PerformanceConfig, requests: int, deadline_s: float) -> StepBounds:
+    """No warm-up inside a block; the duration lets every round of requests run to its deadline,
+    so a block ends by its request count unless the server hangs."""
+    rounds = math.ceil(requests / settings.concurrency)
+    return StepBounds(
+        requests=requests, duration_s=rounds * deadline_s, warmup=0, deadline_s=deadline_s
+    )
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of one side: what its measured requests did, or why it was not sent."""
+
+    side: str
+    number: int
+    step: StepEvidence | None
+    not_sent: str = ""
+
+
+@dataclass(frozen=True)
+class AloneAnswer:
+    """A prompt of the first block answered alone (after the isolation request)."""
+
+    index: int
+    item: WorkItem
+    completion: Completion
+
+
+@dataclass(frozen=True)
+class PerformanceEvidence:
+    settings: PerformanceConfig
+    workload: SyntheticWorkload
+    blocks: tuple[Block, ...]  # in the order they ran
+    warmup: dict[str, StepEvidence | None]
+    alone: dict[str, tuple[AloneAnswer, ...]]
+    baseline_url: str
+    candidate_url: str
+    model: str | None
+
+    def side_blocks(self, side: str) -> list[StepEvidence]:
+        """The measured blocks of `side` that were sent, by block number."""
+        sent = [b for b in self.blocks if b.side == side and b.step is not None]
+        return [b.step for b in sorted(sent, key=lambda b: b.number) if b.step is not None]
+
+    def gave_up(self, side: str) -> list[str]:
+        return [b.not_sent for b in self.blocks if b.side == side and b.not_sent]
+
+
+@dataclass
+class SideLoad:
+    """One side's measured requests, in block order, with each one's requests in flight."""
+
+    name: str
+    exchanges: list[Exchange] = field(default_factory=list)
+    measures: list[RequestMeasure] = field(default_factory=list)
+    in_flight: dict[int, int] = field(default_factory=dict)  # request index -> most in flight
+    block_rates: list[float] = field(default_factory=list)  # output tokens/s per block
+    client_bound: list[str] = field(default_factory=list)
+
+    def values(self, metric: str) -> list[float]:
+        return [v for m in self.measures if m.ok and (v := getattr(m, metric)) is not None]
+
+    @property
+    def failed(self) -> int:
+        return sum(not m.ok for m in self.measures)
+
+
+def in_flight_counts(block: Sequence[Exchange]) -> dict[int, int]:
+    """For each request, the most requests of its block in flight at its start or any later
+    start before it finished (itself included)."""
+    out = {}
+    for x in block:
+        starts = [y.started_ns for y in block if x.started_ns <= y.started_ns < x.finished_ns]
+        out[x.index] = max(
+            (sum(1 for y in block if y.started_ns <= t < y.finished_ns) for t in starts),
+            default=1,
+        )
+    return out
+
+
+def side_load(ev: PerformanceEvidence, name: str) -> SideLoad:
+    """Everything `evaluate` needs of one side's measured blocks."""
+    side = SideLoad(name)
+    for number, step in enumerate(ev.side_blocks(name)):
+        side.exchanges += step.exchanges
+        side.measures += [measure(x.completion) for x in step.exchanges]
+        side.in_flight.update(in_flight_counts(step.exchanges))
+        result = evaluate_step(step, None)
+        rate = result.metrics.output_tokens_per_s.value
+        if result.metrics.sent and rate is not None:
+            side.block_rates.append(rate)
+        side.client_bound += [f"block {number}: {r}" for r in result.client.reasons]
+    return side

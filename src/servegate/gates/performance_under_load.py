@@ -1,0 +1,128 @@
+"""Correctness under load: every answer of the load phase is checked, and greedy answers given
+under concurrency are compared with the same prompts answered alone.
+
+A server may legitimately vary with batch composition, so the baseline's own disagreement
+(alone vs under load) is the noise floor: the candidate fails when its share of differing answers
+exceeds `noise_k × floor + tolerance.load_mismatch_rate`. A candidate correct alone and wrong when
+batching fails with the number of requests in flight at which it broke and an example pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servegate.config.models import Policy
+from servegate.gates.evidence import curl, describe
+from servegate.gates.performance_plan import AloneAnswer, PerformanceEvidence, SideLoad
+from servegate.load.correctness import check_responses
+from servegate.load.driver import Exchange
+from servegate.stats.divergence import noise_limit
+from servegate.verdict.judgement import check, not_measured
+from servegate.verdict.model import Check, Finding, Severity
+
+__all__ = ["agreement_under_load", "load_checks"]
+
+
+def _problem(x: Exchange) -> str | None:
+    counts = check_responses([(x.item, x.completion)])
+    return counts.examples[0].problem if counts.problems and counts.examples else None
+
+
+def load_checks(ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: Policy) -> Check:
+    title = "answers under load failing the load checks where the baseline's passed"
+    row, limit = "answers checked under load", policy.severe_degeneration_max
+    base = {x.index: x for x in b.exchanges if x.completion.ok and _problem(x) is None}
+    cand = {x.index: _problem(x) for x in c.exchanges}
+    paired = [i for i in cand if i in base]
+    if not paired:
+        why = "no request answered by both sides under load"
+        return not_measured("load_checks", title, why, row=row)
+    regressed = [i for i in paired if cand[i] is not None]
+    bad_b = sum(_problem(x) is not None for x in b.exchanges)
+    bad_c = sum(p is not None for p in cand.values())
+    return check(
+        "load_checks",
+        title,
+        failed=len(regressed) > limit,
+        baseline=f"{bad_b}/{len(b.exchanges)} failing",
+        candidate=f"{len(regressed)} regressed ({bad_c}/{len(c.exchanges)} failing)",
+        limit=f"≤ {limit}",
+        policy_key="severe_degeneration_max",
+        row=row,
+        reason=f"{len(regressed)} regressed, e.g. request {regressed[0]}: {cand[regressed[0]]}"
+        if regressed
+        else "",
+    )
+
+
+@dataclass(frozen=True)
+class _Agreement:
+    compared: int
+    differ: list[
+        tuple[AloneAnswer, Exchange, int]
+    ]  # (alone answer, under load, requests in flight)
+
+
+def _agreement(ev: PerformanceEvidence, side: SideLoad) -> _Agreement:
+    loaded = {x.index: x for x in side.exchanges}
+    compared, differ = 0, []
+    for alone in ev.alone[side.name]:
+        x = loaded.get(alone.index)
+        if x is None or not (x.completion.ok and alone.completion.ok):
+            continue
+        compared += 1
+        if x.completion.text != alone.completion.text:
+            differ.append((alone, x, side.in_flight.get(x.index, 1)))
+    return _Agreement(compared, differ)
+
+
+def agreement_under_load(
+    ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: Policy
+) -> tuple[Check, list[Finding]]:
+    title = "temperature-0 answers under load that differ from the same prompt alone"
+    row = "agreement under load"
+    ab, ac = _agreement(ev, b), _agreement(ev, c)
+    if not ab.compared or not ac.compared:
+        why = (
+            f"prompts answered both alone and under load: baseline {ab.compared}, candidate "
+            f"{ac.compared} (isolated_prompts {ev.settings.isolated_prompts})"
+        )
+        return not_measured("agreement_under_load", title, why, row=row), []
+    floor = len(ab.differ) / ab.compared
+    tol = policy.tolerance_for(ev.model).load_mismatch_rate
+    limit = noise_limit(floor, policy.noise_k, tol)
+    share = len(ac.differ) / ac.compared
+    failed = share > limit
+    findings: list[Finding] = []
+    reason = ""
+    if failed:
+        alone, x, flying = min(ac.differ, key=lambda d: d[2])
+        broke = min(d[2] for d in ac.differ)
+        reason = (
+            f"{len(ac.differ)}/{ac.compared} answers differ under load (baseline "
+            f"{len(ab.differ)}/{ab.compared}), from {broke} requests in flight at "
+            f"concurrency {ev.settings.concurrency}"
+        )
+        findings.append(
+            Finding(
+                probe=f"alone:{alone.item.label}",
+                category="load_disagreement",
+                severity=Severity.CRITICAL,
+                side="candidate",
+                message=f"correct alone, different when batching: {reason}",
+                baseline_excerpt=f"candidate alone: {describe(alone.completion)}",
+                candidate_excerpt=f"candidate with {flying} in flight: {describe(x.completion)}",
+                curl=curl(ev.candidate_url, alone.item.api, alone.item.body),
+            )
+        )
+    return check(
+        "agreement_under_load",
+        title,
+        failed=failed,
+        baseline=f"{len(ab.differ)}/{ab.compared} differ",
+        candidate=f"{len(ac.differ)}/{ac.compared} differ",
+        limit=f"≤ {limit:.2f} = {policy.noise_k:g} × floor {floor:.2f} + {tol:g}",
+        policy_key="tolerance.load_mismatch_rate",
+        row=row,
+        reason=reason,
+    ), findings

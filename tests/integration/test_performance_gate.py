@@ -1,0 +1,98 @@
+"""The performance gate as a user runs it, between two lean SSE servers of benchmarks/ on loopback.
+
+`benchmarks/stream_server.py` has exact timing knobs, so the truth is known: a server whose TTFT
+is 50 % longer must fail on TTFT P95 with its ratio and bootstrap interval, and two servers with
+the same knobs must pass (no false alarm on a shared 2-core machine: blocks are interleaved).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TTFT_MS = 40.0
+ITL_MS = 1.0
+
+Server = Callable[[float], str]
+
+
+@pytest.fixture
+def stream_server() -> Iterator[Server]:
+    """Start benchmarks/stream_server.py with a TTFT; every one started is stopped by its PID."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(ttft_ms: float) -> str:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / "stream_server.py"),
+             "--ttft-ms", str(ttft_ms), "--itl-ms", str(ITL_MS)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        procs.append(proc)
+        assert proc.stdout is not None
+        return f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
+         "--candidate", candidate, "--gates", "performance", "--no-store", "--json", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(out.read_text()), proc.stdout
+
+
+def _checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    [gate] = report["gates"]
+    assert gate["name"] == "performance"
+    return {c["name"]: c for c in gate["checks"]}
+
+
+def test_a_server_with_half_again_the_ttft_fails_on_ttft_p95_with_its_interval(
+    stream_server: Server, tmp_path: Path
+) -> None:
+    code, report, shown = _gate(
+        stream_server(TTFT_MS), stream_server(TTFT_MS * 1.5), tmp_path / "r.json"
+    )
+    assert (code, report["verdict"], report["schema_version"]) == (1, "fail", 2)
+    ttft = _checks(report)["ttft_ms"]
+    assert ttft["outcome"] == "fail"
+    ratio = float(ttft["ratio"].rstrip("×"))
+    low, high = (float(v) for v in ttft["interval"].split("×")[0].split("–"))
+    assert 1.3 < low <= ratio <= high < 1.7
+    row = next(r for r in report["performance"] if r["metric"] == "TTFT P95")
+    assert (row["ratio"], row["interval"], row["status"]) == (
+        ttft["ratio"], ttft["interval"], "fail",
+    )  # fmt: skip
+    assert row["definition"].startswith("first chunk carrying a token")
+    # The terminal shows the same row and the definitions under the table.
+    assert "Performance Report" in shown
+    assert "TTFT P95" in shown
+    assert ttft["ratio"] in shown
+
+
+def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: Path) -> None:
+    code, report, _ = _gate(stream_server(TTFT_MS), stream_server(TTFT_MS), tmp_path / "r.json")
+    checks = _checks(report)
+    assert code == 0, report["gates"][0]["summary"]
+    for name in ("ttft_ms", "e2el_ms", "tpot_ms", "output_tokens_per_s", "error_rate"):
+        assert checks[name]["outcome"] == "pass", (name, checks[name])
+    # Both servers answer every prompt the same alone and under load.
+    assert checks["agreement_under_load"]["outcome"] == "pass"
+    assert checks["agreement_under_load"]["candidate"] == "0/8 differ"

@@ -1,0 +1,203 @@
+"""The performance gate's judgement on plain data: blocks of timed answers, no server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from servegate.config.models import PerformanceConfig, Policy
+from servegate.endpoints.errors import ErrorCategory, RequestError
+from servegate.endpoints.types import Completion, Timing, Usage
+from servegate.gates.performance import evaluate
+from servegate.gates.performance_plan import (
+    AloneAnswer,
+    Block,
+    PerformanceEvidence,
+    block_order,
+    first_index,
+    in_flight_counts,
+    workload,
+)
+from servegate.load.arrival import closed_loop
+from servegate.load.driver import Exchange, StepBounds, StepEvidence
+from servegate.load.monitor import ClientEvidence
+from servegate.load.workload import synthetic_source
+from servegate.verdict.model import GateResult, Outcome, Status
+
+SETTINGS = PerformanceConfig(concurrency=4, blocks=4, requests_per_block=12, isolated_prompts=4)
+SOURCE = synthetic_source(workload(SETTINGS), "m")
+TOKENS = 16
+ANSWER = "Once upon a time"
+
+
+@dataclass(frozen=True)
+class Side:
+    """How one side behaves: its latencies (scaled), errors and answers under load."""
+
+    seed: int
+    scale: float = 1.0
+    fail: bool = False
+    loaded_text: str = ANSWER
+
+
+def _completion(sent_ns: int, ttft_ms: float, e2el_ms: float, text: str) -> Completion:
+    gaps = np.linspace(ttft_ms, e2el_ms, TOKENS)
+    chunks = tuple(sent_ns + int(g * 1e6) for g in gaps)
+    return Completion(
+        status=200, content=text, finish_reason="length",
+        usage=Usage(prompt_tokens=40, completion_tokens=TOKENS, total_tokens=40 + TOKENS),
+        timing=Timing(sent_ns=sent_ns, token_chunk_ns=chunks,
+                      token_chunk_tokens=(1,) * TOKENS, done_ns=chunks[-1]),
+    )  # fmt: skip
+
+
+FAILED = RequestError(ErrorCategory.SERVER, "HTTP 500", status=500)
+
+
+def _block(side: Side, k: int, requests: int) -> StepEvidence:
+    """`requests` in rounds of `concurrency`, each round starting when the last one ended."""
+    rng = np.random.default_rng(side.seed * 100 + k)
+    first = first_index(SETTINGS, k)
+    exchanges, t = [], 10**12 + k * 10**11
+    for start in range(0, requests, SETTINGS.concurrency):
+        round_ = range(start, min(start + SETTINGS.concurrency, requests))
+        ends = []
+        for i in round_:
+            ttft = side.scale * rng.normal(50.0, 4.0)
+            e2el = ttft + side.scale * rng.normal(150.0, 8.0)
+            if side.fail:
+                c = Completion(status=500, error=FAILED, timing=Timing(sent_ns=t))
+                e2el = 5.0
+            else:
+                c = _completion(t, ttft, e2el, side.loaded_text)
+            end = t + int(e2el * 1e6)
+            ends.append(end)
+            exchanges.append(Exchange(first + i, SOURCE(first + i), c, t, end))
+        t = max(ends)
+    return StepEvidence(
+        arrival=closed_loop(SETTINGS.concurrency),
+        bounds=StepBounds(requests=requests, duration_s=60, warmup=0, deadline_s=60),
+        warmup=(), exchanges=tuple(exchanges), start_ns=exchanges[0].started_ns, end_ns=t,
+        planned=requests, stopped_by="requests", peak_in_flight=SETTINGS.concurrency,
+        client=ClientEvidence(cpu_s=0.05, wall_s=1.0, loop_lag_ms=(0.2,) * 50),
+        next_index=first + requests,
+    )  # fmt: skip
+
+
+def _evidence(
+    baseline: Side, candidate: Side, *, requests: int = 12, blocks: int = 4
+) -> PerformanceEvidence:
+    sides = {"baseline": baseline, "candidate": candidate}
+    run = tuple(
+        Block(name, k, _block(sides[name], k, requests))
+        for name, k in block_order(blocks)
+    )  # fmt: skip
+    first = first_index(SETTINGS, 0)
+    alone = {
+        name: tuple(
+            AloneAnswer(i, SOURCE(i), _completion(0, 40.0, 120.0, ANSWER))
+            for i in range(first, first + SETTINGS.isolated_prompts)
+        )
+        for name in sides
+    }
+    return PerformanceEvidence(
+        settings=SETTINGS, workload=workload(SETTINGS), blocks=run,
+        warmup={"baseline": None, "candidate": None}, alone=alone,
+        baseline_url="http://b/v1", candidate_url="http://c/v1", model="m",
+    )  # fmt: skip
+
+
+def _check(result: GateResult, name: str) -> Outcome:
+    return next(c.outcome for c in result.checks if c.name == name)
+
+
+def test_the_same_server_twice_passes_every_check() -> None:
+    result = evaluate(_evidence(Side(1), Side(2)), Policy())
+    assert result.status is Status.PASS, result.summary
+    assert {c.name: c.outcome for c in result.checks} == {
+        name: Outcome.PASS
+        for name in ("ttft_ms", "tpot_ms", "e2el_ms", "output_tokens_per_s", "error_rate",
+                     "load_checks", "agreement_under_load")
+    }  # fmt: skip
+
+
+def test_a_clear_30_percent_p95_regression_fails_with_its_ratio_and_interval() -> None:
+    result = evaluate(_evidence(Side(1), Side(2, scale=1.3)), Policy())
+    assert result.status is Status.FAIL
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert ttft.outcome is Outcome.FAIL
+    assert ttft.row == "TTFT P95"
+    assert float(ttft.ratio.rstrip("×")) == pytest.approx(1.3, abs=0.1)
+    low, high = (float(v) for v in ttft.interval.split("×")[0].split("–"))
+    assert 1.2 < low < 1.3 < high
+    assert _check(result, "e2el_ms") is Outcome.FAIL
+    assert _check(result, "output_tokens_per_s") is Outcome.FAIL  # every block 30 % slower
+    messages = [f.message for f in result.findings if f.category == "regression"]
+    assert any(m.startswith("TTFT P95") and "Mann-Whitney" in m for m in messages)
+
+
+def test_a_regression_inside_the_allowed_band_passes() -> None:
+    result = evaluate(_evidence(Side(1), Side(2, scale=1.1)), Policy())
+    assert result.status is Status.PASS, result.summary
+
+
+def test_too_few_samples_are_inconclusive_never_a_pass() -> None:
+    result = evaluate(_evidence(Side(1), Side(2, scale=2.0), requests=4, blocks=2), Policy())
+    assert result.status is Status.INCONCLUSIVE
+    assert _check(result, "ttft_ms") is Outcome.NOT_MEASURED
+    assert any("too few samples: baseline 8, candidate 8" in gap for gap in result.not_measured)
+    assert any("cannot show a significant drop" in gap for gap in result.not_measured)
+
+
+def test_a_candidate_that_fails_every_request_fails_on_its_error_rate() -> None:
+    result = evaluate(_evidence(Side(1), Side(2, fail=True)), Policy())
+    assert result.status is Status.FAIL
+    errors = next(c for c in result.checks if c.name == "error_rate")
+    assert (errors.outcome, errors.candidate, errors.ratio) == (
+        Outcome.FAIL, "48/48 (100.0%)", "+100.0 pts",
+    )  # fmt: skip
+    assert _check(result, "ttft_ms") is Outcome.NOT_MEASURED
+
+
+def test_a_baseline_that_fails_every_request_is_inconclusive() -> None:
+    result = evaluate(_evidence(Side(1, fail=True), Side(2)), Policy())
+    assert result.status is Status.INCONCLUSIVE
+    assert _check(result, "error_rate") is Outcome.PASS
+
+
+def test_correct_alone_and_wrong_when_batching_fails_with_the_concurrency_and_an_example() -> None:
+    wrong = "ecnO nopu a emit"
+    result = evaluate(_evidence(Side(1), Side(2, loaded_text=wrong)), Policy())
+    assert result.status is Status.FAIL
+    assert _check(result, "agreement_under_load") is Outcome.FAIL
+    assert _check(result, "ttft_ms") is Outcome.PASS
+    [finding] = [f for f in result.findings if f.category == "load_disagreement"]
+    assert "4/4 answers differ under load (baseline 0/4), from 4 requests in flight" in (
+        finding.message
+    )
+    assert finding.baseline_excerpt == f"candidate alone: {ANSWER}"
+    assert finding.candidate_excerpt == f"candidate with 4 in flight: {wrong}"
+
+
+def test_the_baseline_differing_under_load_too_raises_the_floor() -> None:
+    other = "Once upon a midnight"
+    result = evaluate(_evidence(Side(1, loaded_text=other), Side(2, loaded_text=other)), Policy())
+    assert _check(result, "agreement_under_load") is Outcome.PASS
+
+
+def test_requests_in_flight_count_the_overlap_within_a_block() -> None:
+    item = SOURCE(0)
+    ok = Completion(status=200, content="x")
+    block = [Exchange(0, item, ok, 0, 100), Exchange(1, item, ok, 10, 50),
+             Exchange(2, item, ok, 60, 200), Exchange(3, item, ok, 150, 300)]  # fmt: skip
+    assert in_flight_counts(block) == {0: 2, 1: 2, 2: 2, 3: 2}
+    assert in_flight_counts([block[0], block[3]]) == {0: 1, 3: 1}
+
+
+def test_blocks_alternate_sides_and_each_pair_swaps_who_goes_first() -> None:
+    assert block_order(3) == (
+        ("baseline", 0), ("candidate", 0), ("candidate", 1), ("baseline", 1),
+        ("baseline", 2), ("candidate", 2),
+    )  # fmt: skip
