@@ -164,11 +164,15 @@ def test_a_run_that_cannot_start_names_the_database(tmp_path: Path) -> None:
 
 
 def test_a_database_url_password_is_never_in_the_error() -> None:
-    # Nothing listens on port 1; without a PostgreSQL driver installed the error says that instead.
+    # Nothing listens on port 1. A bare postgresql:// URL uses psycopg (3), the driver
+    # servegate[postgres] installs.
     with pytest.raises(StoreError) as raised:
         open_engine("postgresql://servegate:pw-canary-55@127.0.0.1:1/runs")
     message = str(raised.value)
     assert "pw-canary-55" not in message
     assert message.startswith(
-        "cannot open the database postgresql://servegate:***@127.0.0.1:1/runs"
+        "cannot open the database postgresql+psycopg://servegate:***@127.0.0.1:1/runs: "
+        "connection failed: "
     )
+    assert "Connection refused" in message
+    assert "\n" not in message
