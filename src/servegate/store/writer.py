@@ -90,10 +90,12 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
 
 
 def _clean(text: str | None) -> str | None:
-    # Lone surrogates are valid JSON but sqlite3 refuses them; keep the row, mark the spot.
+    # Lone surrogates are valid JSON but not UTF-8 (sqlite3 and psycopg refuse them), and
+    # PostgreSQL text cannot hold NUL: keep the row, mark the spot with U+FFFD. The JSON columns
+    # keep the exact text, escaped.
     if text is None:
         return None
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").replace("\0", "\ufffd")
 
 
 RAW_BODY_CHARS = 65_536  # a raw response body (GET /metrics, /version) is kept up to this
@@ -142,12 +144,12 @@ class RunWriter:
             conn.execute(
                 insert(tables.runs).values(
                     id=run_id,
-                    name=name,
+                    name=_clean(name),
                     started_at=now(),
                     state="running",
                     baseline_url=baseline_url,
                     candidate_url=candidate_url,
-                    model=model,
+                    model=_clean(model),
                     config_json=json.dumps(config, default=str),
                     pid=os.getpid(),
                     hostname=hostname(),
@@ -184,7 +186,7 @@ class RunWriter:
                     error_category=str(err.category) if err else None,
                     error_message=_clean(err.message) if err else None,
                     content=_clean(text.content) if text else None,
-                    finish_reason=text.finish_reason if text else None,
+                    finish_reason=_clean(text.finish_reason) if text else None,
                     ttft_ms=result.timing.ttft_ms,
                     e2el_ms=result.timing.e2el_ms,
                     result_json=_result_json(result),
@@ -214,7 +216,7 @@ class RunWriter:
                     state="finished",
                     verdict=str(report.verdict),
                     exit_code=report.exit_code,
-                    reason=report.reason,
+                    reason=_clean(report.reason),
                     report_json=safe_json(report),
                 )
             )
@@ -224,7 +226,9 @@ class RunWriter:
             conn.execute(
                 update(tables.runs)
                 .where(tables.runs.c.id == self.run_id)
-                .values(finished_at=now(), state="error", reason=reason, exit_code=exit_code)
+                .values(
+                    finished_at=now(), state="error", reason=_clean(reason), exit_code=exit_code
+                )
             )
 
     def crashed(self, reason: str) -> None:
@@ -234,7 +238,7 @@ class RunWriter:
             conn.execute(
                 update(tables.runs)
                 .where(tables.runs.c.id == self.run_id)
-                .values(finished_at=now(), state="crashed", reason=reason)
+                .values(finished_at=now(), state="crashed", reason=_clean(reason))
             )
 
 
