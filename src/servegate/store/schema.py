@@ -141,28 +141,38 @@ def unversioned_revision(conn: Connection) -> str | None:
     return revision
 
 
+def _refuse_unknown(engine: Engine, current: tuple[str, ...], known: set[str], target: str) -> None:
+    unknown = [r for r in current if r not in known]
+    if unknown:
+        raise StoreError(
+            f"the database {where(engine.url)} is at schema revision {unknown[0]}, which "
+            f"this servegate does not know (it knows up to {target}): a newer servegate "
+            "wrote it; upgrade servegate or use another --db"
+        )
+
+
 def upgrade(engine: Engine) -> None:
-    """Bring the database to head (see the module's docstring). Raises StoreError; database
-    errors come through as SQLAlchemyError for the caller to word."""
+    """Bring the database to head (see the module's docstring). A database already at head is
+    only read, so a read-only one opens. Raises StoreError; database errors come through as
+    SQLAlchemyError for the caller to word."""
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.util import CommandError
 
     script = _script()
-    target = script.get_current_head()
+    target = str(script.get_current_head())
     known = {s.revision for s in script.walk_revisions()}
+    opts = {"version_table": VERSION_TABLE}
+    with engine.connect() as conn:
+        current = tuple(MigrationContext.configure(conn, opts=opts).get_current_heads())
+    _refuse_unknown(engine, current, known, target)
+    if current == (target,):
+        return
     with engine.connect() as conn:
         _lock(conn)
-        ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-        current = ctx.get_current_heads()
-        unknown = [r for r in current if r not in known]
-        if unknown:
-            conn.rollback()
-            raise StoreError(
-                f"the database {where(engine.url)} is at schema revision {unknown[0]}, which "
-                f"this servegate does not know (it knows up to {target}): a newer servegate "
-                "wrote it; upgrade servegate or use another --db"
-            )
+        ctx = MigrationContext.configure(conn, opts=opts)
+        current = tuple(ctx.get_current_heads())  # another servegate may have migrated it
+        _refuse_unknown(engine, current, known, target)
         if not current:
             found = unversioned_revision(conn)
             if found is not None:
@@ -171,7 +181,6 @@ def upgrade(engine: Engine) -> None:
             try:
                 command.upgrade(alembic_config(conn), "head")
             except CommandError as exc:
-                conn.rollback()
                 raise StoreError(
                     f"cannot migrate the database {where(engine.url)}: {exc}"
                 ) from None

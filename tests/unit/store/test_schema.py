@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -292,3 +293,27 @@ def test_servegates_opening_one_new_database_at_once_migrate_it_once(store_url: 
         t.join()
     assert errors == []
     assert _version(store_url) == [schema.head()]
+
+
+def test_a_read_only_sqlite_database_at_head_opens_and_reads(tmp_path: Path) -> None:
+    # An up-to-date database is only read when opened: `servegate runs` and `report` work on a
+    # copy that cannot be written (here a read-only SQLite connection, which binds root too).
+    db = tmp_path / "runs.db"
+    RunWriter.start(open_engine(db), baseline_url="b", candidate_url="c", model=None, config={})
+    engine = open_engine(f"sqlite:///file:{db}?mode=ro&uri=true")
+    assert len(list_runs(engine)) == 1
+    with pytest.raises(StoreError, match="readonly database"):
+        RunWriter.start(engine, baseline_url="b", candidate_url="c", model=None, config={})
+    engine.dispose()
+
+
+def test_a_read_only_sqlite_database_that_needs_a_migration_is_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    _fill_old(str(db), create=True)
+    with pytest.raises(StoreError) as raised:
+        open_engine(f"sqlite:///file:{db}?mode=ro&uri=true")
+    assert str(raised.value) == (
+        f"cannot open the database file:{db}: attempt to write a readonly database (the file, "
+        "its -wal/-shm files or its folder is read-only)"
+    )
+    assert "pid" not in _columns(str(db), "runs")
