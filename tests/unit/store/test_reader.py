@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from servegate.store.writer import RunWriter, StoreError, open_engine
 from servegate.verdict.model import Report
 
 
-def _start(db: Path) -> RunWriter:
+def _start(db: str | Path) -> RunWriter:
     return RunWriter.start(open_engine(db), baseline_url="http://b/v1",
                            candidate_url="http://c/v1", model="m", config={})  # fmt: skip
 
@@ -25,16 +25,16 @@ def _storable(report: Report, run_id: str) -> Report:
     return Report.model_validate_json(dump_report(report)).model_copy(update={"run_id": run_id})
 
 
-def test_a_finished_run_gives_back_its_report(tmp_path: Path, failing_report: Report) -> None:
-    writer = _start(tmp_path / "runs.db")
+def test_a_finished_run_gives_back_its_report(store_url: str, failing_report: Report) -> None:
+    writer = _start(store_url)
     report = _storable(failing_report, writer.run_id)
     writer.finish(report)
     assert stored_report(writer.engine, writer.run_id) == report
     assert stored_report(writer.engine, writer.run_id[:5]) == report
 
 
-def test_a_crashed_run_has_no_report_and_says_why(tmp_path: Path) -> None:
-    writer = _start(tmp_path / "runs.db")
+def test_a_crashed_run_has_no_report_and_says_why(store_url: str) -> None:
+    writer = _start(store_url)
     writer.crashed("RuntimeError: boom")
     with pytest.raises(StoreError) as caught:
         stored_report(writer.engine, writer.run_id)
@@ -46,21 +46,22 @@ def test_a_crashed_run_has_no_report_and_says_why(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("ref", ["nope", "abc", "x\x1b[2J"], ids=["unknown", "short", "escape"])
-def test_an_unknown_run_is_one_line_naming_it(tmp_path: Path, ref: str) -> None:
-    engine = _start(tmp_path / "runs.db").engine
+def test_an_unknown_run_is_one_line_naming_it(store_url: str, ref: str) -> None:
+    engine = _start(store_url).engine
     with pytest.raises(
-        StoreError, match=r"^no run .* in .*runs.db \(see `servegate runs`\)$"
+        StoreError, match=r"^no run .* in .*(runs.db|/t_\w+) \(see `servegate runs`\)$"
     ) as caught:
         find_run(engine, ref)
     assert "\x1b" not in str(caught.value)
 
 
-def test_an_ambiguous_prefix_is_refused_and_wildcards_match_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "runs.db"
+def test_an_ambiguous_prefix_is_refused_and_wildcards_match_nothing(
+    store_url: str, sql: Callable[[str, str], None]
+) -> None:
+    db = store_url
     first, second = _start(db).run_id, _start(db).run_id
-    with sqlite3.connect(db) as conn:
-        conn.execute("update runs set id = 'abcd0001' where id = ?", (first,))
-        conn.execute("update runs set id = 'abcd0002' where id = ?", (second,))
+    sql(db, f"update runs set id = 'abcd0001' where id = '{first}'")
+    sql(db, f"update runs set id = 'abcd0002' where id = '{second}'")
     engine = open_engine(db)
     with pytest.raises(StoreError, match="run abcd is ambiguous"):
         find_run(engine, "abcd")
@@ -69,16 +70,17 @@ def test_an_ambiguous_prefix_is_refused_and_wildcards_match_nothing(tmp_path: Pa
         find_run(engine, "%%%%")
 
 
-def test_a_foreign_report_is_refused_with_its_first_problem(tmp_path: Path) -> None:
-    writer = _start(tmp_path / "runs.db")
-    with sqlite3.connect(tmp_path / "runs.db") as conn:
-        conn.execute("""update runs set report_json = '{"verdict": "maybe"}'""")
+def test_a_foreign_report_is_refused_with_its_first_problem(
+    store_url: str, sql: Callable[[str, str], None]
+) -> None:
+    writer = _start(store_url)
+    sql(store_url, """update runs set report_json = '{"verdict": "maybe"}'""")
     with pytest.raises(StoreError, match="its stored report cannot be read by this version"):
         stored_report(writer.engine, writer.run_id)
 
 
-def test_latencies_come_from_the_recorded_requests(tmp_path: Path) -> None:
-    writer = _start(tmp_path / "runs.db")
+def test_latencies_come_from_the_recorded_requests(store_url: str) -> None:
+    writer = _start(store_url)
     for side, ms in (("baseline", 10), ("candidate", 30), ("baseline", 20)):
         done = Completion(status=200, content="OK", timing=Timing(sent_ns=0, done_ns=ms * 10**6))
         writer.record(gate="golden", probe="p", side=side, api="chat", request={}, result=done)

@@ -1,6 +1,13 @@
+"""The writer on SQLite and on PostgreSQL: each row committed as it completes."""
+
+from __future__ import annotations
+
 import json
+import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion
@@ -25,10 +32,12 @@ def _report(run_id: str) -> Report:
     )
 
 
-def test_each_request_is_committed_as_it_completes(tmp_path: Path) -> None:
-    db = tmp_path / "runs.db"
+Rows = Callable[[str, str], list[tuple[Any, ...]]]
+
+
+def test_each_request_is_committed_as_it_completes(store_url: str, rows: Rows) -> None:
     writer = RunWriter.start(
-        open_engine(db),
+        open_engine(store_url),
         baseline_url="http://b/v1",
         candidate_url="http://c/v1",
         model="m",
@@ -42,14 +51,21 @@ def test_each_request_is_committed_as_it_completes(tmp_path: Path) -> None:
         request={"messages": []},
         result=Completion(status=200, content=",,,,"),
     )
-    # Read with a separate plain sqlite3 connection: the row is visible before the run ends.
-    rows = sqlite3.connect(db).execute("select probe, side, content from requests").fetchall()
-    assert rows == [("canary-ok", "candidate", ",,,,")]
+    # Read with a separate connection: the row is visible before the run ends.
+    assert rows(store_url, "select probe, side, content from requests") == [
+        ("canary-ok", "candidate", ",,,,")
+    ]
+    assert rows(store_url, "select state, pid from runs") == [("running", os.getpid())]
+
+
+def test_sqlite_is_written_in_wal_mode(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    open_engine(db).dispose()
     assert sqlite3.connect(db).execute("pragma journal_mode").fetchone() == ("wal",)
 
 
-def test_lone_surrogates_are_stored_not_rejected(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "runs.db")
+def test_lone_surrogates_are_stored_not_rejected(store_url: str) -> None:
+    engine = open_engine(store_url)
     writer = RunWriter.start(engine, baseline_url="b", candidate_url="c", model=None, config={})
     err = RequestError(ErrorCategory.SERVER, "bad \ud800 thing", status=500)
     writer.record(
@@ -63,8 +79,8 @@ def test_lone_surrogates_are_stored_not_rejected(tmp_path: Path) -> None:
     assert list_runs(engine)[0]["requests"] == 1
 
 
-def test_finished_run_is_listed_with_its_verdict(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "runs.db")
+def test_finished_run_is_listed_with_its_verdict(store_url: str) -> None:
+    engine = open_engine(store_url)
     writer = RunWriter.start(engine, baseline_url="b", candidate_url="c", model=None, config={})
     writer.finish(_report(writer.run_id))
     [row] = list_runs(engine)
@@ -77,9 +93,11 @@ def test_finished_run_is_listed_with_its_verdict(tmp_path: Path) -> None:
     assert json.loads(row["report_json"])["schema_version"] == SCHEMA_VERSION == 2
 
 
-def test_a_lone_surrogate_in_server_text_does_not_lose_the_report(tmp_path: Path) -> None:
+def test_a_lone_surrogate_in_server_text_does_not_lose_the_report(
+    store_url: str, rows: Rows
+) -> None:
     # A model id from /v1/models with a lone surrogate is valid JSON but not valid UTF-8.
-    engine = open_engine(tmp_path / "runs.db")
+    engine = open_engine(store_url)
     writer = RunWriter.start(
         engine, baseline_url="http://b/v1", candidate_url="http://c/v1", model="m", config={}
     )
@@ -89,8 +107,33 @@ def test_a_lone_surrogate_in_server_text_does_not_lose_the_report(tmp_path: Path
         verdict=Status.PASS, exit_code=0, reason="ok", baseline=odd, candidate=odd, gates=(),
     )  # fmt: skip
     writer.finish(report)
-    with sqlite3.connect(tmp_path / "runs.db") as conn:
-        (stored,) = conn.execute("select report_json from runs").fetchone()
+    [(stored,)] = rows(store_url, "select report_json from runs")
     model = json.loads(stored)["baseline"]["model"]
     assert model[0] == "m"
     assert set(model[1:]) == {"\ufffd"}  # the lone surrogate, replaced
+
+
+def test_nul_and_lone_surrogates_in_server_text_are_stored_on_every_backend(
+    store_url: str, rows: Rows
+) -> None:
+    # PostgreSQL text cannot hold NUL; neither backend's driver takes a lone surrogate. The text
+    # columns mark the spot with U+FFFD; the JSON columns keep the exact text, escaped.
+    engine = open_engine(store_url)
+    writer = RunWriter.start(engine, baseline_url="b", candidate_url="c", model="m\x00",
+                             config={"k": "\x00"})  # fmt: skip
+    err = RequestError(ErrorCategory.SERVER, "bad\x00 \ud800 thing", status=500)
+    writer.record(gate="g", probe="p", side="baseline", api="chat", request={"x": "\x00"},
+                  result=Completion(status=500, content="a\x00b\udc80c", finish_reason="st\x00p",
+                                    error=err))  # fmt: skip
+    writer.fail("server said \x00", 4)
+    [(content, message, finish, result)] = rows(
+        store_url, "select content, error_message, finish_reason, result_json from requests"
+    )
+    # (a lone surrogate's three UTF-8 bytes become three U+FFFD)
+    assert (content, message, finish) == (
+        "a\ufffdb\ufffd\ufffd\ufffdc", "bad\ufffd \ufffd\ufffd\ufffd thing", "st\ufffdp"
+    )  # fmt: skip
+    assert json.loads(result)["finish_reason"] == "st\x00p"
+    assert rows(store_url, "select model, reason, state from runs") == [
+        ("m\ufffd", "server said \ufffd", "error")
+    ]

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
 
 from servegate.endpoints.types import Completion
 from servegate.store.writer import RunWriter, StoreError, open_engine
@@ -164,11 +165,88 @@ def test_a_run_that_cannot_start_names_the_database(tmp_path: Path) -> None:
 
 
 def test_a_database_url_password_is_never_in_the_error() -> None:
-    # Nothing listens on port 1; without a PostgreSQL driver installed the error says that instead.
+    # Nothing listens on port 1. A bare postgresql:// URL uses psycopg (3), the driver
+    # servegate[postgres] installs.
     with pytest.raises(StoreError) as raised:
         open_engine("postgresql://servegate:pw-canary-55@127.0.0.1:1/runs")
     message = str(raised.value)
     assert "pw-canary-55" not in message
     assert message.startswith(
-        "cannot open the database postgresql://servegate:***@127.0.0.1:1/runs"
+        "cannot open the database postgresql+psycopg://servegate:***@127.0.0.1:1/runs: "
+        "connection failed: "
     )
+    assert "Connection refused" in message
+    assert "\n" not in message
+
+
+# The same on PostgreSQL: a server that turned read-only, or another session holding the tables'
+# locks past the lock timeout.
+@contextmanager
+def pg_read_only(engine: Engine) -> Iterator[None]:
+    with _on_connect(engine, "SET default_transaction_read_only = on"):
+        yield
+
+
+@contextmanager
+def pg_locked(engine: Engine) -> Iterator[None]:
+    other = create_engine(engine.url)
+    try:
+        with other.begin() as conn, _on_connect(engine, "SET lock_timeout = '50ms'"):
+            conn.execute(text("LOCK TABLE runs, requests, gate_results IN ACCESS EXCLUSIVE MODE"))
+            yield
+    finally:
+        other.dispose()
+
+
+@contextmanager
+def _on_connect(engine: Engine, statement: str) -> Iterator[None]:
+    def setting(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.autocommit = True
+        dbapi_conn.execute(statement)
+        dbapi_conn.autocommit = False
+
+    engine.dispose()
+    event.listen(engine, "connect", setting)
+    try:
+        yield
+    finally:
+        event.remove(engine, "connect", setting)
+        engine.dispose()
+
+
+PG_FAILURES = [
+    pytest.param(pg_read_only, "cannot execute ", id="read-only"),
+    pytest.param(pg_locked, "canceling statement due to lock timeout", id="locked"),
+]
+
+
+@pytest.mark.parametrize(("failure", "why"), PG_FAILURES)
+@pytest.mark.parametrize(("operation", "what"), OPERATIONS)
+def test_a_postgresql_write_that_fails_is_one_line_and_keeps_what_was_committed(
+    postgres_url: str,
+    failure: Callable[[Engine], AbstractContextManager[None]],
+    why: str,
+    operation: Callable[[RunWriter], None],
+    what: str,
+) -> None:
+    engine = open_engine(postgres_url)
+    writer = RunWriter.start(engine, baseline_url="b", candidate_url="c", model="m", config={})
+    _record(writer, "canary-1")
+    writer.gate(GateResult(name="golden", status=Status.FAIL, summary="regressed"))
+
+    with failure(engine), pytest.raises(StoreError) as raised:
+        operation(writer)
+
+    message = str(raised.value)
+    shown = make_url(postgres_url).render_as_string()
+    assert message.startswith(f"cannot {what} {writer.run_id} in the database {shown}: {why}")
+    assert "\n" not in message
+    for leak in ("[SQL", "secret prompt", "INSERT INTO", "UPDATE runs"):
+        assert leak not in message
+    with engine.connect() as conn:
+        assert conn.execute(text("select probe from requests")).all() == [("canary-1",)]
+        assert conn.execute(text("select state from runs")).all() == [("running",)]
+    _record(writer, "canary-3")
+    with engine.connect() as conn:
+        assert conn.execute(text("select count(*) from requests")).scalar_one() == 2
+    engine.dispose()
