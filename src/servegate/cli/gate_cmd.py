@@ -7,8 +7,10 @@ import contextlib
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.gate_resume import resumed_config
 from servegate.cli.report_files import checked, file_options, write
 from servegate.config.loader import ConfigError, load_policy, validate
 from servegate.config.models import GateConfig, Policy
@@ -16,8 +18,15 @@ from servegate.endpoints.errors import EndpointError
 from servegate.reports.terminal import print_report
 from servegate.runner import GATE_ORDER, PreflightError, run
 from servegate.store.reader import request_latencies
+from servegate.store.resume import load_resume_point
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.rules import EXIT_USAGE
+
+
+def _given(param: str) -> bool:
+    """Was this option given on the command line (not left at its default)?"""
+    source = click.get_current_context().get_parameter_source(param)
+    return source is ParameterSource.COMMANDLINE
 
 
 def _gates(value: str) -> tuple[str, ...]:
@@ -34,16 +43,17 @@ def _gates(value: str) -> tuple[str, ...]:
 @click.option(
     "--baseline",
     "baseline_url",
-    required=True,
+    default=None,
     metavar="URL",
     help="Baseline OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.",
 )
 @click.option(
     "--candidate",
     "candidate_url",
-    required=True,
+    default=None,
     metavar="URL",
-    help="Candidate base URL (the change under test).",
+    help="Candidate base URL (the change under test). --baseline and --candidate are required "
+    "unless --resume is given.",
 )
 @click.option(
     "--baseline-replica",
@@ -173,6 +183,16 @@ def _gates(value: str) -> tuple[str, ...]:
     help="Where runs are recorded (SQLite path or SQLAlchemy URL).",
 )
 @click.option("--no-store", is_flag=True, help="Do not record the run.")
+@click.option(
+    "--resume",
+    "resume_ref",
+    default=None,
+    metavar="RUN",
+    help="Continue a killed or crashed run (its id from `servegate runs`): the gates it finished "
+    "keep their results, the others run again. Give it alone to reuse the run's stored "
+    "configuration, or with the command line that started the run; refused when the "
+    "configuration, an endpoint's models or the suite changed.",
+)
 @click.option("--name", "run_name", default=None, help="A name for this run in `servegate runs`.")
 @click.option(
     "--quiet", "-q", is_flag=True, help="No progress display and no table; exit code only."
@@ -207,6 +227,7 @@ def gate(
     perf_output_tokens: int,
     db: str,
     no_store: bool,
+    resume_ref: str | None,
     run_name: str | None,
     quiet: bool,
     show_info: bool,
@@ -216,6 +237,12 @@ def gate(
     Exit codes: 0 pass (ship), 1 fail (roll back), 2 usage or configuration error,
     3 inconclusive (unreachable, too few samples, missing capability), 4 internal error.
     """
+    if (baseline_url is None) != (candidate_url is None) or (
+        baseline_url is None and resume_ref is None
+    ):
+        fail("give both --baseline URL and --candidate URL (or --resume RUN alone)", EXIT_USAGE)
+    if resume_ref is not None and no_store:
+        fail("--resume needs the run's database: drop --no-store", EXIT_USAGE)
     try:
         gates = _gates(gate_names)
     except click.BadParameter as exc:
@@ -225,47 +252,58 @@ def gate(
         {"json": json_path, "html": html_path, "markdown": markdown_path, "junit": junit_path}
     )
     try:
-        policy = load_policy(policy_path) if policy_path else Policy()
-        cfg = validate(
-            GateConfig,
-            {
-                "baseline": {
-                    "url": baseline_url,
-                    "api_key_env": baseline_api_key_env or api_key_env,
+        cfg: GateConfig | None = None
+        if baseline_url is not None and candidate_url is not None:
+            policy = load_policy(policy_path) if policy_path else Policy()
+            cfg = validate(
+                GateConfig,
+                {
+                    "baseline": {
+                        "url": baseline_url,
+                        "api_key_env": baseline_api_key_env or api_key_env,
+                    },
+                    "candidate": {
+                        "url": candidate_url,
+                        "api_key_env": candidate_api_key_env or api_key_env,
+                    },
+                    "baseline_replica": (
+                        {"url": replica_url, "api_key_env": baseline_api_key_env or api_key_env}
+                        if replica_url
+                        else None
+                    ),
+                    "model": model,
+                    "gates": gates,
+                    "suite": suite,
+                    "categories": categories or None,
+                    "request_deadline_s": deadline_s,
+                    "probe_deadline_s": probe_deadline_s,
+                    "run_deadline_s": run_deadline_s,
+                    "strict": strict,
+                    "hung_after_timeouts": hung_after,
+                    "impossible_prompt_words": impossible_words,
+                    "numerics_prompts": numerics_prompts,
+                    "performance": {
+                        "concurrency": perf_concurrency,
+                        "blocks": perf_blocks,
+                        "requests_per_block": perf_requests,
+                        "output_tokens": perf_output_tokens,
+                    },
+                    "policy": policy,
                 },
-                "candidate": {
-                    "url": candidate_url,
-                    "api_key_env": candidate_api_key_env or api_key_env,
-                },
-                "baseline_replica": (
-                    {"url": replica_url, "api_key_env": baseline_api_key_env or api_key_env}
-                    if replica_url
-                    else None
-                ),
-                "model": model,
-                "gates": gates,
-                "suite": suite,
-                "categories": categories or None,
-                "request_deadline_s": deadline_s,
-                "probe_deadline_s": probe_deadline_s,
-                "run_deadline_s": run_deadline_s,
-                "strict": strict,
-                "hung_after_timeouts": hung_after,
-                "impossible_prompt_words": impossible_words,
-                "numerics_prompts": numerics_prompts,
-                "performance": {
-                    "concurrency": perf_concurrency,
-                    "blocks": perf_blocks,
-                    "requests_per_block": perf_requests,
-                    "output_tokens": perf_output_tokens,
-                },
-                "policy": policy,
-            },
-            "command line",
-        )
+                "command line",
+            )
         store = None if no_store else open_engine(db)
+        point = None
+        if resume_ref is not None and store is not None:
+            point = load_resume_point(store, resume_ref)
+            deadline = run_deadline_s if _given("run_deadline_s") else None
+            cfg = resumed_config(point, cfg, run_deadline_s=deadline)
+            run_name = point.name
+        assert cfg is not None  # checked above: URLs given, or --resume
         with gate_progress(not quiet) as progress:
-            report = asyncio.run(run(cfg, store=store, run_name=run_name, progress=progress))
+            report = asyncio.run(
+                run(cfg, store=store, run_name=run_name, progress=progress, resume=point)
+            )
     except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
         fail(str(exc), exc.exit_code)
     latencies = None
