@@ -22,6 +22,12 @@ from servegate.gates import context, golden, numerics, performance, startup
 from servegate.gates.pair import EndpointPair
 from servegate.gates.recording import NullRecorder, Recorder
 from servegate.probes.loader import suite_identity
+from servegate.store.baselines import (
+    StoredBaseline,
+    baseline_refusal,
+    load_baseline,
+    stored_endpoint,
+)
 from servegate.store.resume import ResumePoint, changed
 from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
@@ -268,13 +274,41 @@ def run_fingerprints(cfg: GateConfig, sides: Mapping[str, Fingerprint]) -> dict[
     return flat
 
 
+def _stored_baseline(cfg: GateConfig, store: Engine | None) -> StoredBaseline | None:
+    if cfg.baseline_run is None:
+        return None
+    if store is None:
+        raise PreflightError("--baseline-run needs the database that holds it", EXIT_USAGE)
+    try:
+        return load_baseline(store, cfg.baseline_run)
+    except StoreError as exc:
+        raise PreflightError(str(exc), exc.exit_code) from None
+
+
+async def _performance_not_measured(
+    pair: EndpointPair, cfg: GateConfig, progress: GateProgress
+) -> GateResult:
+    why = (
+        "the baseline is a stored recording: latency and throughput are compared only between "
+        "live servers measured in interleaved blocks, where the drift of a shared machine cancels"
+    )
+    return GateResult(
+        name="performance",
+        status=Status.INCONCLUSIVE,
+        summary=f"not measured: {why}",
+        not_measured=(f"performance: {why}",),
+    )
+
+
 def _resume_refusal(resume: ResumePoint, now: Mapping[str, Any]) -> str | None:
     if not resume.fingerprints:
         return (
             f"run {resume.run_id} was recorded without endpoint fingerprints (by an older "
             "servegate): it cannot be resumed; start a new run"
         )
-    why = changed(resume.fingerprints, now, "an endpoint or the suite")
+    why = changed(
+        resume.fingerprints, now, "an endpoint or the suite changed since the run started"
+    )
     return f"cannot resume run {resume.run_id}: {why}; start a new run" if why else None
 
 
@@ -286,22 +320,32 @@ async def run(
     progress: ProgressFn | None = None,
     gates: Mapping[str, GateRunner] = GATES,
     resume: ResumePoint | None = None,
+    recording: bool = False,
 ) -> Report:
     """One complete gate run. Raises PreflightError before anything is judged. Once the run's row
     exists, each gate is committed as it finishes, and a run that raises is marked crashed.
     With `resume` (a killed run's ResumePoint, `store` holding it), the run continues as its
     next attempt: refused when an endpoint's fingerprint changed, the gates it judged are kept,
-    the others are run."""
+    the others are run. `recording` (`servegate baseline record`) lets both sides be one server.
+    With `cfg.baseline_run`, the stored baseline of that name in `store` answers for the
+    baseline, and the performance gate is not measured."""
     if resume is not None and store is None:
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
     b_url, c_url = normalise_url(cfg.baseline.url), normalise_url(cfg.candidate.url)
-    if b_url == c_url:
+    if b_url == c_url and not recording and cfg.baseline_run is None:
         raise PreflightError(
             f"--baseline and --candidate are the same endpoint ({display_url(b_url)}); "
             "compare two different servers",
             EXIT_USAGE,
         )
-    baseline = OpenAIEndpoint("baseline", b_url, api_key_env=cfg.baseline.api_key_env)
+    stored = _stored_baseline(cfg, store)
+    baseline: Endpoint = (
+        stored_endpoint(store, stored)
+        if stored is not None and store is not None
+        else OpenAIEndpoint("baseline", b_url, api_key_env=cfg.baseline.api_key_env)
+    )
+    if stored is not None:
+        gates = {**gates, "performance": _performance_not_measured}
     candidate = OpenAIEndpoint("candidate", c_url, api_key_env=cfg.candidate.api_key_env)
     replica = (
         OpenAIEndpoint(
@@ -319,9 +363,22 @@ async def run(
         if replica is not None:
             await preflight(replica, cfg.probe_deadline_s)
         model = _choose_model(cfg, b_pre, c_pre)
-        b_fp = Fingerprint(url=display_url(b_url), model=model, models=b_pre.models)
+        b_fp = Fingerprint(
+            url=display_url(b_url),
+            model=model,
+            models=b_pre.models,
+            stored_baseline=(
+                f"{stored.name} (recorded {stored.created_at}, run {stored.run_id})"
+                if stored is not None
+                else None
+            ),
+        )
         c_fp = Fingerprint(url=display_url(c_url), model=model, models=c_pre.models)
         fingerprints = run_fingerprints(cfg, {"baseline": b_fp, "candidate": c_fp})
+        if stored is not None:
+            refusal = baseline_refusal(stored, fingerprints)
+            if refusal is not None:
+                raise PreflightError(refusal, EXIT_USAGE)
         writer: RunWriter | None = None
         if resume is not None and store is not None:
             refusal = _resume_refusal(resume, fingerprints)

@@ -10,6 +10,7 @@ import click
 from click.core import ParameterSource
 
 from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.gate_baseline import check_baseline_config
 from servegate.cli.gate_resume import resumed_config
 from servegate.cli.report_files import checked, file_options, write
 from servegate.config.loader import ConfigError, load_policy, validate
@@ -17,6 +18,7 @@ from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import EndpointError
 from servegate.reports.terminal import print_report
 from servegate.runner import GATE_ORDER, PreflightError, run
+from servegate.store.baselines import load_baseline
 from servegate.store.reader import request_latencies
 from servegate.store.resume import load_resume_point
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
@@ -184,6 +186,15 @@ def _gates(value: str) -> tuple[str, ...]:
 )
 @click.option("--no-store", is_flag=True, help="Do not record the run.")
 @click.option(
+    "--baseline-run",
+    "baseline_run",
+    default=None,
+    metavar="NAME",
+    help="Compare with a stored baseline (`servegate baseline record`) instead of --baseline: "
+    "its server may be gone. Refused when the suite, policy, model or servegate version differ "
+    "from its recording; the performance gate is not measured against it.",
+)
+@click.option(
     "--resume",
     "resume_ref",
     default=None,
@@ -227,6 +238,7 @@ def gate(
     perf_output_tokens: int,
     db: str,
     no_store: bool,
+    baseline_run: str | None,
     resume_ref: str | None,
     run_name: str | None,
     quiet: bool,
@@ -237,7 +249,14 @@ def gate(
     Exit codes: 0 pass (ship), 1 fail (roll back), 2 usage or configuration error,
     3 inconclusive (unreachable, too few samples, missing capability), 4 internal error.
     """
-    if (baseline_url is None) != (candidate_url is None) or (
+    if baseline_run is not None:
+        if baseline_url is not None or replica_url is not None or resume_ref is not None:
+            fail("--baseline-run replaces --baseline: give it with --candidate only", EXIT_USAGE)
+        if candidate_url is None:
+            fail("--baseline-run NAME needs --candidate URL", EXIT_USAGE)
+        if no_store:
+            fail("--baseline-run needs the database that holds it: drop --no-store", EXIT_USAGE)
+    elif (baseline_url is None) != (candidate_url is None) or (
         baseline_url is None and resume_ref is None
     ):
         fail("give both --baseline URL and --candidate URL (or --resume RUN alone)", EXIT_USAGE)
@@ -252,6 +271,11 @@ def gate(
         {"json": json_path, "html": html_path, "markdown": markdown_path, "junit": junit_path}
     )
     try:
+        store = None if no_store else open_engine(db)
+        stored = None
+        if baseline_run is not None and store is not None:
+            stored = load_baseline(store, baseline_run)
+            baseline_url = stored.endpoint_url
         cfg: GateConfig | None = None
         if baseline_url is not None and candidate_url is not None:
             policy = load_policy(policy_path) if policy_path else Policy()
@@ -271,6 +295,7 @@ def gate(
                         if replica_url
                         else None
                     ),
+                    "baseline_run": baseline_run,
                     "model": model,
                     "gates": gates,
                     "suite": suite,
@@ -292,7 +317,8 @@ def gate(
                 },
                 "command line",
             )
-        store = None if no_store else open_engine(db)
+        if stored is not None and cfg is not None:
+            check_baseline_config(stored, cfg)
         point = None
         if resume_ref is not None and store is not None:
             point = load_resume_point(store, resume_ref)

@@ -26,7 +26,7 @@ def resumed_config(
         why = changed(
             _comparable(stored.model_dump(mode="json")),
             _comparable(given.model_dump(mode="json")),
-            "the configuration",
+            "the configuration changed since the run started",
         )
         if why is not None:
             raise ConfigError(

@@ -20,6 +20,7 @@ def cli() -> None:
 def _register() -> None:
     # Explicit registry: each command lives in its own module under servegate.cli.
     from servegate.cli import (
+        baseline_cmd,
         bench_cmd,
         demo_cmd,
         diff_cmd,
@@ -36,6 +37,7 @@ def _register() -> None:
         demo_cmd.demo,
         probe_cmd.probe,
         runs_cmd.runs,
+        baseline_cmd.baseline,
         report_cmd.report,
         diff_cmd.diff,
         engine_cmd.engine,

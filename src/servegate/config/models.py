@@ -253,6 +253,9 @@ class GateConfig(_Frozen):
     baseline: EndpointConfig
     candidate: EndpointConfig
     baseline_replica: EndpointConfig | None = None
+    # The name of a stored baseline (`servegate baseline record`) answering for the baseline,
+    # whose server may be gone; `baseline.url` is then the URL it was recorded from.
+    baseline_run: str | None = None
     model: str | None = None
     gates: tuple[str, ...] = ("startup", "numerics", "golden", "context", "performance")
     suite: Path | None = None

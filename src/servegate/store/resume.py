@@ -87,11 +87,12 @@ def load_resume_point(engine: Engine, ref: str) -> ResumePoint:
 
 
 def changed(stored: Mapping[str, Any], now: Mapping[str, Any], what: str) -> str | None:
-    """The first top-level key whose value differs, worded for a refusal; None when equal."""
+    """The first top-level key whose value differs, worded for a refusal (`what` says against
+    what); None when equal."""
     for key in sorted(set(stored) | set(now)):
         if stored.get(key) != now.get(key):
             return (
-                f"{what} changed since the run started: {key} was "
+                f"{what}: {key} was "
                 f"{json.dumps(stored.get(key), sort_keys=True)[:200]}, is now "
                 f"{json.dumps(now.get(key), sort_keys=True)[:200]}"
             )

@@ -82,3 +82,15 @@ gate_results = Table(
     Column("result_json", Text, nullable=False),
     Column("attempt", Integer, nullable=True),  # the attempt that judged it (NULL: 1)
 )
+
+baselines = Table(
+    "baselines",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("endpoint_url", Text, nullable=False),
+    Column("model", String(200), nullable=True),
+    Column("fingerprint_json", Text, nullable=False),  # flat: baseline.models, suite, servegate…
+    Column("config_json", Text, nullable=False),  # the recording's GateConfig, policy included
+)

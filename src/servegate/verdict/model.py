@@ -153,6 +153,9 @@ class Fingerprint(_Frozen):
     version: str | None = None
     models: tuple[str, ...] = ()
     matrix: dict[str, str] = Field(default_factory=dict)
+    # Set when this side was not asked live: the stored baseline that answered, and when it was
+    # recorded (`servegate gate --baseline-run NAME`).
+    stored_baseline: str | None = None
 
 
 class Verdict(_Frozen):

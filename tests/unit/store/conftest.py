@@ -28,6 +28,17 @@ def rows() -> Iterator[Rows]:
         engine.dispose()
 
 
+@pytest.fixture
+def engine(store_url: str) -> Iterator[Engine]:
+    """servegate's engine on the test's database (SQLite, then PostgreSQL), closed at the end of
+    the test, so no connection is left for the garbage collector to find in a later one."""
+    from servegate.store.writer import open_engine
+
+    opened = open_engine(store_url)
+    yield opened
+    opened.dispose()
+
+
 def execute(db: str, sql: str) -> None:
     """Run one statement in `db` and commit it, outside servegate."""
     engine = create_engine(db if "://" in db else f"sqlite:///{db}")

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Timing
@@ -15,8 +16,9 @@ from servegate.store.writer import RunWriter, StoreError, open_engine
 from servegate.verdict.model import Report
 
 
-def _start(db: str | Path) -> RunWriter:
-    return RunWriter.start(open_engine(db), baseline_url="http://b/v1",
+def _start(db: str | Path | Engine) -> RunWriter:
+    engine = db if isinstance(db, Engine) else open_engine(db)
+    return RunWriter.start(engine, baseline_url="http://b/v1",
                            candidate_url="http://c/v1", model="m", config={})  # fmt: skip
 
 
@@ -56,13 +58,12 @@ def test_an_unknown_run_is_one_line_naming_it(store_url: str, ref: str) -> None:
 
 
 def test_an_ambiguous_prefix_is_refused_and_wildcards_match_nothing(
-    store_url: str, sql: Callable[[str, str], None]
+    store_url: str, engine: Engine, sql: Callable[[str, str], None]
 ) -> None:
     db = store_url
-    first, second = _start(db).run_id, _start(db).run_id
+    first, second = _start(engine).run_id, _start(engine).run_id
     sql(db, f"update runs set id = 'abcd0001' where id = '{first}'")
     sql(db, f"update runs set id = 'abcd0002' where id = '{second}'")
-    engine = open_engine(db)
     with pytest.raises(StoreError, match="run abcd is ambiguous"):
         find_run(engine, "abcd")
     assert find_run(engine, "abcd0002")["id"] == "abcd0002"

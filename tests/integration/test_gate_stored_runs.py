@@ -1,10 +1,12 @@
-"""kill -9 a real `servegate gate` mid-way and resume it, on SQLite and on PostgreSQL.
+"""The store as memory, against the reference engine: a run killed with SIGKILL and resumed (on
+SQLite and on PostgreSQL), and a baseline recorded, its server stopped, and compared with.
 
 The run compares the clean reference engine with `mixed-dtype` (a regression every measurement
 so far fails) through startup, numerics and the golden canaries. The process is killed with
 SIGKILL while numerics is sending; `servegate gate --resume RUN` must then give the verdict and
 gate statuses of the same run left alone, keep the gate that finished before the kill, and
-count each request once.
+count each request once. A baseline recorded from a clean engine that is then stopped must give
+`mixed-dtype` and `mmap-off` the verdicts they get against a live clean engine.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +144,53 @@ def test_a_run_killed_mid_gate_resumes_to_the_same_verdict_without_duplicates(
             child.wait()
         log.close()
         engine.dispose()
+
+
+def _refused(url: str) -> bool:
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_a_stored_baseline_gives_the_live_verdicts_with_its_server_stopped(
+    engine_factory: Callable[..., Any],
+    mixed_dtype_engine: RunningEngine,
+    left_alone: tuple[dict[str, Any], list[tuple[Any, ...]]],
+    tmp_path: Path,
+) -> None:
+    live_mixed, _ = left_alone
+    db = str(tmp_path / "runs.db")
+    with engine_factory("mmap-off") as mmap_off:
+        with engine_factory("clean") as old:
+            out = tmp_path / "live-mmap-off.json"
+            live = run_servegate(*_args(old, mmap_off, db, out), timeout_s=600)
+            assert "Traceback" not in live.stderr, live.stderr
+            live_mmap_off = json.loads(out.read_text())
+            recorded = run_servegate(
+                "baseline", "record", "--endpoint", old.base_url, "--name", "before-upgrade",
+                "--db", db, *GATE_ARGS, timeout_s=600,
+            )  # fmt: skip
+            assert recorded.returncode == 0, recorded.stderr
+            old_url = old.base_url
+        assert _refused(old_url)  # the baseline's server is gone
+
+        listed = json.loads(run_servegate("baseline", "list", "--db", db, "--json").stdout)
+        assert [b["name"] for b in listed] == ["before-upgrade"]
+        for candidate, live_report in ((mixed_dtype_engine, live_mixed), (mmap_off, live_mmap_off)):
+            out = tmp_path / f"stored-{candidate.variant}.json"
+            proc = run_servegate(
+                "gate", "--baseline-run", "before-upgrade", "--candidate", candidate.base_url,
+                "--db", db, "--json", str(out), *GATE_ARGS, timeout_s=600,
+            )  # fmt: skip
+            assert "Traceback" not in proc.stderr, proc.stderr
+            report = json.loads(out.read_text())
+            assert proc.returncode == live_report["exit_code"], candidate.variant
+            assert [(g["name"], g["status"]) for g in report["gates"]] == [
+                (g["name"], g["status"]) for g in live_report["gates"]
+            ], candidate.variant
+            assert report["baseline"]["stored_baseline"].startswith("before-upgrade (recorded ")
+    assert live_mixed["exit_code"] == 1
+    assert live_mmap_off["exit_code"] == 0

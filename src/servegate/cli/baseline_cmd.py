@@ -1,0 +1,235 @@
+"""`servegate baseline record|list|show|delete`: named baselines a candidate is compared with
+later (`servegate gate --baseline-run NAME --candidate URL`), while the old server is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+
+from servegate.cli.console import fail, gate_progress, stdout
+from servegate.config.loader import ConfigError, load_policy, validate
+from servegate.config.models import GateConfig, Policy
+from servegate.endpoints.errors import EndpointError
+from servegate.reports.plain import plain
+from servegate.runner import PreflightError, display_url, normalise_url, run
+from servegate.store.baselines import (
+    StoredBaseline,
+    delete_baseline,
+    list_baselines,
+    load_baseline,
+    save_baseline,
+    untrustworthy,
+)
+from servegate.store.reader import find_run
+from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
+from servegate.verdict.model import Status
+from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE
+
+RECORDED_GATES = ("startup", "numerics", "golden", "context")
+db_option = click.option(
+    "--db",
+    default=str(DEFAULT_DB),
+    show_default=True,
+    metavar="PATH|URL",
+    help="The run database holding the baselines (SQLite path or SQLAlchemy URL).",
+)
+
+
+@click.group("baseline")
+def baseline() -> None:
+    """Record a baseline endpoint once; compare candidates with it later, server gone or not."""
+
+
+def _gates(value: str) -> tuple[str, ...]:
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [n for n in names if n not in RECORDED_GATES]
+    if bad or not names:
+        raise click.BadParameter(
+            f"cannot record {', '.join(bad) or '(none)'}; choose from {', '.join(RECORDED_GATES)}"
+            " (performance is compared only between live servers)"
+        )
+    return names
+
+
+@baseline.command("record")
+@click.option("--endpoint", "url", required=True, metavar="URL", help="The baseline server.")
+@click.option("--name", required=True, help="The baseline's name, for --baseline-run NAME.")
+@click.option("--model", default=None, help="Model name to send (default: the first listed).")
+@click.option("--api-key-env", default=None, metavar="VAR", help="Variable holding the API key.")
+@click.option(
+    "--gates",
+    "gate_names",
+    default=",".join(RECORDED_GATES),
+    show_default=True,
+    help="Correctness gates to record; a later run may ask for any of them.",
+)
+@click.option(
+    "--suite",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A golden-suite YAML file instead of the shipped default.",
+)
+@click.option("--category", "categories", multiple=True, help="Only these golden categories.")
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Verdict policy YAML; runs against this baseline must use the same.",
+)
+@click.option(
+    "--numerics-prompts",
+    default=12,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many of the shipped numerics prompts to record.",
+)
+@click.option("--replace", is_flag=True, help="Replace a baseline of the same name.")
+@db_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def record(
+    url: str,
+    name: str,
+    model: str | None,
+    api_key_env: str | None,
+    gate_names: str,
+    suite: Path | None,
+    categories: tuple[str, ...],
+    policy_path: Path | None,
+    numerics_prompts: int,
+    replace: bool,
+    db: str,
+    quiet: bool,
+) -> None:
+    """Ask ENDPOINT everything the gates ask, twice (it is its own A/A check), and store its
+    answers, logprobs and noise floor under NAME. Stored only when the endpoint passes against
+    itself and gave no transport failure, timeout or empty answer: those are never truth.
+
+    Exit codes: 0 recorded, 1 the endpoint fails against itself, 2 usage error,
+    3 not recorded (unreachable, or an answer that cannot be truth)."""
+    try:
+        gates = _gates(gate_names)
+    except click.BadParameter as exc:
+        fail(f"--gates: {exc.message}", EXIT_USAGE)
+    try:
+        side = {"url": url, "api_key_env": api_key_env}
+        cfg = validate(
+            GateConfig,
+            {
+                "baseline": side,
+                "candidate": side,
+                "model": model,
+                "gates": gates,
+                "suite": suite,
+                "categories": categories or None,
+                "numerics_prompts": numerics_prompts,
+                "policy": load_policy(policy_path) if policy_path else Policy(),
+            },
+            "command line",
+        )
+        store = open_engine(db)
+        if not replace and name in {b.name for b in list_baselines(store)}:
+            fail(
+                f"a baseline named {name!r} exists: choose another --name, or give --replace",
+                EXIT_USAGE,
+            )
+        with gate_progress(not quiet) as progress:
+            recording = run(
+                cfg, store=store, run_name=f"baseline {name}", progress=progress, recording=True
+            )
+            report = asyncio.run(recording)
+        if report.verdict is not Status.PASS:
+            fail(
+                f"not recorded: {display_url(url)} does not pass against itself "
+                f"({report.verdict}: {report.reason}; run {report.run_id})",
+                report.exit_code or EXIT_INCONCLUSIVE,
+            )
+        why = untrustworthy(store, report.run_id)
+        if why is not None:
+            fail(f"not recorded: {why} (run {report.run_id})", EXIT_INCONCLUSIVE)
+        fingerprints = json.loads(find_run(store, report.run_id)["fingerprint_json"] or "{}")
+        stored = StoredBaseline(
+            name=name,
+            run_id=report.run_id,
+            created_at=report.finished_at,
+            endpoint_url=display_url(normalise_url(url)),
+            model=report.baseline.model,
+            fingerprints=fingerprints,
+            config=cfg.model_dump(mode="json"),
+        )
+        save_baseline(store, stored, replace=replace)
+    except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
+        fail(str(exc), exc.exit_code)
+    if not quiet:
+        stdout.print(
+            f"recorded baseline {name!r}: {stored.endpoint_url}, model {plain(stored.model)}, "
+            f"gates {', '.join(gates)} (run {report.run_id}, {report.duration_s:.0f} s)",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _summary(b: StoredBaseline) -> dict[str, object]:
+    return {
+        "name": b.name,
+        "created_at": b.created_at,
+        "endpoint": b.endpoint_url,
+        "model": b.model,
+        "run_id": b.run_id,
+        "gates": list(b.config.get("gates") or ()),
+        "suite": b.fingerprints.get("suite"),
+        "servegate": b.fingerprints.get("servegate"),
+    }
+
+
+@baseline.command("list")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+def list_command(db: str, as_json: bool) -> None:
+    """The stored baselines, newest first."""
+    try:
+        found = list_baselines(open_engine(db))
+    except StoreError as exc:
+        fail(str(exc), exc.exit_code)
+    if as_json:
+        click.echo(json.dumps([_summary(b) for b in found], indent=2))
+        return
+    if not found:
+        click.echo("no baselines (servegate baseline record --endpoint URL --name NAME)")
+    for b in found:
+        line = f"{b.name}  {b.created_at}  {b.endpoint_url}  {b.model}  run {b.run_id}"
+        stdout.print(plain(line, one_line=True), markup=False, highlight=False)
+
+
+@baseline.command("show")
+@click.argument("name")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+def show(name: str, db: str, as_json: bool) -> None:
+    """One baseline: where it was recorded from, its fingerprint and configuration."""
+    try:
+        b = load_baseline(open_engine(db), name)
+    except StoreError as exc:
+        fail(str(exc), exc.exit_code)
+    data = {**_summary(b), "fingerprint": b.fingerprints, "config": b.config}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for key, value in _summary(b).items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        stdout.print(plain(f"{key:<11}{shown}", one_line=True), markup=False, highlight=False)
+    policy = b.config.get("policy") or {}
+    stdout.print(f"{'policy':<11}{len(policy)} keys (--json shows them)", markup=False)
+
+
+@baseline.command("delete")
+@click.argument("name")
+@db_option
+def delete(name: str, db: str) -> None:
+    """Forget a baseline's name; its recorded run stays in `servegate runs`."""
+    try:
+        delete_baseline(open_engine(db), name)
+    except StoreError as exc:
+        fail(str(exc), exc.exit_code)
+    click.echo(f"deleted baseline {name!r}")
