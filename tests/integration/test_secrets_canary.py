@@ -2,8 +2,8 @@
 database, not in any report format, not in what servegate prints.
 
 A real run against the reference engine (llama.cpp accepts any bearer token), with both sides'
-key taken from the environment, a `user:password@` URL for the candidate, every report format
-written, and a stored report rendered again by `servegate report`.
+key taken from the environment, every report format written, and a stored report rendered again
+by `servegate report`; before it, a `user:password@` URL, which is refused.
 """
 
 from __future__ import annotations
@@ -35,10 +35,17 @@ def test_a_secret_key_and_a_url_password_appear_nowhere(
     clean_engine: RunningEngine, benign_engine: RunningEngine, tmp_path: Path
 ) -> None:
     db = tmp_path / "runs.db"
-    candidate = benign_engine.base_url.replace("http://", f"http://servegate:{PASSWORD}@")
+    # A URL carrying a password is refused before anything is sent or stored, without echoing it.
+    with_password = benign_engine.base_url.replace("http://", f"http://servegate:{PASSWORD}@")
+    refused = _servegate("gate", "--baseline", clean_engine.base_url, "--candidate",
+                         with_password, "--db", str(db))  # fmt: skip
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        "servegate: error: base URL must not carry credentials; use api_key_env\n",
+    )
     outputs = {f: tmp_path / f"report.{f}" for f in ("json", "html", "markdown", "junit")}
     gate = _servegate(
-        "gate", "--baseline", clean_engine.base_url, "--candidate", candidate,
+        "gate", "--baseline", clean_engine.base_url, "--candidate", benign_engine.base_url,
         "--api-key-env", "SERVEGATE_CANARY_KEY", "--gates", "startup,golden",
         "--category", "canary", "--db", str(db), "--show-info",
         *[a for f, p in outputs.items() for a in (f"--{f}", str(p))],
@@ -52,6 +59,7 @@ def test_a_secret_key_and_a_url_password_appear_nowhere(
     listed = _servegate("runs", "--db", str(db), "--json")
 
     texts = {
+        "refused": refused.stdout + refused.stderr,
         "gate stdout": gate.stdout,
         "gate stderr": gate.stderr,
         "runs": listed.stdout + listed.stderr,
@@ -60,8 +68,7 @@ def test_a_secret_key_and_a_url_password_appear_nowhere(
     }
     with sqlite3.connect(db) as conn:
         texts["database"] = "\n".join(conn.iterdump())
-    # The canary did reach the run: the key variable's name is recorded, the URL (password
-    # removed) is in the report.
+    # The canary did reach the run: the key variable's name is recorded, the URL is reported.
     assert "SERVEGATE_CANARY_KEY" in texts["database"]
     assert benign_engine.base_url in texts["report.json"]
     for secret in (KEY, PASSWORD):
