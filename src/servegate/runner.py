@@ -295,12 +295,13 @@ async def run(
         ("candidate", cfg.candidate),
         ("baseline-replica", cfg.baseline_replica),
     )
+    started = (datetime.now(UTC), time.perf_counter())  # launches count in the run's time
     async with launched(
         sides, _run_folder(cfg), log_patterns=cfg.log_patterns,
         probe_deadline_s=cfg.probe_deadline_s,
     ) as managed:  # fmt: skip
-        return await _run(cfg, managed, store=store, run_name=run_name, progress=progress,
-                          gates=gates)  # fmt: skip
+        return await _run(cfg, managed, started, store=store, run_name=run_name,
+                          progress=progress, gates=gates)  # fmt: skip
 
 
 def _launch_record(side: Managed) -> LaunchRecord:
@@ -338,6 +339,7 @@ async def _fingerprint(
 async def _run(
     cfg: GateConfig,
     managed: Mapping[str, Managed],
+    start: tuple[datetime, float],
     *,
     store: Engine | None,
     run_name: str | None,
@@ -368,7 +370,7 @@ async def _run(
         if cfg.baseline_replica is not None
         else None
     )
-    started, t0 = datetime.now(UTC), time.perf_counter()
+    started, t0 = start
     try:
         if failed:
             b_pre = c_pre = Preflight(models=())

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from servegate.cli.console import fail, gate_progress, stdout
 from servegate.cli.report_files import checked, file_options, write
-from servegate.config.loader import ConfigError, load_policy, validate
+from servegate.config.loader import ConfigError, load_policy, merge, read_gate_file, validate
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import EndpointError
 from servegate.reports.terminal import print_report
@@ -18,6 +20,65 @@ from servegate.runner import GATE_ORDER, PreflightError, run
 from servegate.store.reader import request_latencies
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.rules import EXIT_USAGE
+
+# The settings each command-line option sets; with --config only the options given override.
+_OPTION_KEYS: dict[str, tuple[str, ...]] = {
+    "baseline": ("baseline_url", "baseline_api_key_env", "api_key_env"),
+    "candidate": ("candidate_url", "candidate_api_key_env", "api_key_env"),
+    "baseline_replica": ("replica_url",),
+    "model": ("model",),
+    "gates": ("gate_names",),
+    "suite": ("suite",),
+    "categories": ("categories",),
+    "request_deadline_s": ("deadline_s",),
+    "probe_deadline_s": ("probe_deadline_s",),
+    "run_deadline_s": ("run_deadline_s",),
+    "strict": ("strict",),
+    "hung_after_timeouts": ("hung_after",),
+    "impossible_prompt_words": ("impossible_words",),
+    "numerics_prompts": ("numerics_prompts",),
+    "performance": ("perf_concurrency", "perf_blocks", "perf_requests", "perf_output_tokens"),
+    "run_dir": ("run_dir",),
+    "log_patterns": ("log_patterns",),
+    "policy": ("policy_path",),
+}
+_PERFORMANCE_KEYS = {
+    "concurrency": "perf_concurrency",
+    "blocks": "perf_blocks",
+    "requests_per_block": "perf_requests",
+    "output_tokens": "perf_output_tokens",
+}
+
+
+def _given(ctx: click.Context) -> set[str]:
+    """The options the user set (on the command line or through the environment)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name)
+        not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+    }
+
+
+def _endpoint(url: str | None, key_env: str | None) -> dict[str, Any] | None:
+    if url is None:
+        return None if key_env is None else {"api_key_env": key_env}
+    return {"url": url, "api_key_env": key_env}
+
+
+def _only_given(settings: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """The settings the user gave on the command line, to lay over a --config file."""
+    out: dict[str, Any] = {}
+    for key, options in _OPTION_KEYS.items():
+        if not given.intersection(options) or key not in settings:
+            continue
+        value = settings[key]
+        if key == "performance":
+            value = {k: v for k, v in value.items() if _PERFORMANCE_KEYS[k] in given}
+        elif isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not None}
+        out[key] = value
+    return out
 
 
 def _gates(value: str) -> tuple[str, ...]:
@@ -32,16 +93,25 @@ def _gates(value: str) -> tuple[str, ...]:
 
 @click.command("gate")
 @click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A YAML file with the run's settings (keys as in the docs: baseline and candidate "
+    "with url or a launch block, matrix, gates, policy, ...); options given on the command "
+    "line override it.",
+)
+@click.option(
     "--baseline",
     "baseline_url",
-    required=True,
+    default=None,
     metavar="URL",
     help="Baseline OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.",
 )
 @click.option(
     "--candidate",
     "candidate_url",
-    required=True,
+    default=None,
     metavar="URL",
     help="Candidate base URL (the change under test).",
 )
@@ -173,14 +243,28 @@ def _gates(value: str) -> tuple[str, ...]:
     help="Where runs are recorded (SQLite path or SQLAlchemy URL).",
 )
 @click.option("--no-store", is_flag=True, help="Do not record the run.")
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".servegate") / "runs",
+    show_default=True,
+    help="Where the logs of engines servegate launches go (a folder per run).",
+)
+@click.option(
+    "--log-patterns",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A YAML catalogue of start-up log patterns added to the shipped one.",
+)
 @click.option("--name", "run_name", default=None, help="A name for this run in `servegate runs`.")
 @click.option(
     "--quiet", "-q", is_flag=True, help="No progress display and no table; exit code only."
 )
 @click.option("--show-info", is_flag=True, help="Also list informational findings.")
 def gate(
-    baseline_url: str,
-    candidate_url: str,
+    config_path: Path | None,
+    baseline_url: str | None,
+    candidate_url: str | None,
     replica_url: str | None,
     model: str | None,
     json_path: Path | None,
@@ -207,6 +291,8 @@ def gate(
     perf_output_tokens: int,
     db: str,
     no_store: bool,
+    run_dir: Path,
+    log_patterns: Path | None,
     run_name: str | None,
     quiet: bool,
     show_info: bool,
@@ -224,45 +310,46 @@ def gate(
     outputs = checked(
         {"json": json_path, "html": html_path, "markdown": markdown_path, "junit": junit_path}
     )
+    given = _given(click.get_current_context())
     try:
-        policy = load_policy(policy_path) if policy_path else Policy()
-        cfg = validate(
-            GateConfig,
-            {
-                "baseline": {
-                    "url": baseline_url,
-                    "api_key_env": baseline_api_key_env or api_key_env,
-                },
-                "candidate": {
-                    "url": candidate_url,
-                    "api_key_env": candidate_api_key_env or api_key_env,
-                },
-                "baseline_replica": (
-                    {"url": replica_url, "api_key_env": baseline_api_key_env or api_key_env}
-                    if replica_url
-                    else None
-                ),
-                "model": model,
-                "gates": gates,
-                "suite": suite,
-                "categories": categories or None,
-                "request_deadline_s": deadline_s,
-                "probe_deadline_s": probe_deadline_s,
-                "run_deadline_s": run_deadline_s,
-                "strict": strict,
-                "hung_after_timeouts": hung_after,
-                "impossible_prompt_words": impossible_words,
-                "numerics_prompts": numerics_prompts,
-                "performance": {
-                    "concurrency": perf_concurrency,
-                    "blocks": perf_blocks,
-                    "requests_per_block": perf_requests,
-                    "output_tokens": perf_output_tokens,
-                },
-                "policy": policy,
+        settings: dict[str, Any] = {
+            "baseline": _endpoint(baseline_url, baseline_api_key_env or api_key_env),
+            "candidate": _endpoint(candidate_url, candidate_api_key_env or api_key_env),
+            "baseline_replica": (
+                {"url": replica_url, "api_key_env": baseline_api_key_env or api_key_env}
+                if replica_url
+                else None
+            ),
+            "model": model,
+            "gates": gates,
+            "suite": suite,
+            "categories": categories or None,
+            "request_deadline_s": deadline_s,
+            "probe_deadline_s": probe_deadline_s,
+            "run_deadline_s": run_deadline_s,
+            "strict": strict,
+            "hung_after_timeouts": hung_after,
+            "impossible_prompt_words": impossible_words,
+            "numerics_prompts": numerics_prompts,
+            "performance": {
+                "concurrency": perf_concurrency,
+                "blocks": perf_blocks,
+                "requests_per_block": perf_requests,
+                "output_tokens": perf_output_tokens,
             },
-            "command line",
-        )
+            "run_dir": run_dir,
+            "log_patterns": log_patterns,
+        }
+        if policy_path is not None or config_path is None:
+            settings["policy"] = load_policy(policy_path) if policy_path else Policy()
+        source = "command line"
+        if config_path is not None:
+            source = str(config_path)
+            settings = merge(read_gate_file(config_path), _only_given(settings, given))
+        for side, option in (("baseline", "--baseline"), ("candidate", "--candidate")):
+            if not settings.get(side):
+                raise ConfigError(f"{option} URL is required (or a {side} in --config FILE)")
+        cfg = validate(GateConfig, settings, source)
         store = None if no_store else open_engine(db)
         with gate_progress(not quiet) as progress:
             report = asyncio.run(run(cfg, store=store, run_name=run_name, progress=progress))

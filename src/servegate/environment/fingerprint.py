@@ -20,6 +20,7 @@ def launch_record(
         log_path=ev.log_path,
         outcome=ev.outcome.value,
         message=ev.message,
+        pid=ev.pid,
         load_s=None if ev.port_open_s is None else round(ev.port_open_s, 3),
         ready_s=None if ev.ready_s is None else round(ev.ready_s, 3),
         peak_rss_mb=None if peak_rss_mb is None else round(peak_rss_mb, 1),
@@ -47,12 +48,13 @@ async def side_fingerprint(
 ) -> Fingerprint:
     """Merge the declared matrix, the server's own answers (when `ep` serves) and the host."""
     info = await server_info(ep, model) if ep is not None else None
+    server = {} if ep is not None else {"server.not_served": "not asked: it did not start"}
     return Fingerprint(
         url=url,
         model=model,
         version=info.version if info is not None else None,
         models=models,
         matrix=dict(cfg.matrix),
-        environment={**(host or {}), **(info.environment if info is not None else {})},
+        environment={**(host or {}), **server, **(info.environment if info is not None else {})},
         launch=launch,
     )

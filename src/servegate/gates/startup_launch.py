@@ -53,6 +53,7 @@ class LaunchEvidence:
     outcome: LaunchOutcome
     message: str  # one line: what happened
     timeout_s: float
+    pid: int | None = None  # the process servegate started (leader of its process group)
     exit_code: int | None = None
     port_open_s: float | None = None  # process start -> its port accepts connections
     ready_s: float | None = None  # process start -> first successful completion
@@ -142,8 +143,8 @@ def launch_metrics(b: LaunchEvidence | None, c: LaunchEvidence | None) -> dict[s
             continue
         metrics[f"{ev.side}_load_s"] = _round(ev.port_open_s)
         metrics[f"{ev.side}_launch_ready_s"] = _round(ev.ready_s)
-        metrics[f"{ev.side}_peak_rss_mb"] = _round(ev.peak_rss_mb)
-        metrics[f"{ev.side}_gpu_memory_mb"] = _round(ev.gpu_memory_mb)
+        metrics[f"{ev.side}_startup_peak_rss_mb"] = _round(ev.peak_rss_mb)
+        metrics[f"{ev.side}_startup_gpu_memory_mb"] = _round(ev.gpu_memory_mb)
     return metrics
 
 
@@ -177,7 +178,6 @@ def judge_launch(
                 candidate=_seconds(c.ready_s) if c.ready else c.message,
                 limit=f"ready within {c.timeout_s:g} s (launch.ready_timeout_s)",
                 reason="" if c.ready else f"the candidate did not start: {c.message}",
-                row="launch ready time",
             )
         )
     findings += _hit_findings(b, c)

@@ -172,7 +172,8 @@ async def launch(
             ):
                 ready_s = time.perf_counter() - began
                 managed.evidence = result(
-                    LaunchOutcome.READY, f"ready in {ready_s:.2f} s", port_open_s=port_open_s,
+                    LaunchOutcome.READY, f"ready in {ready_s:.2f} s", pid=process.pid,
+                    port_open_s=port_open_s,
                     ready_s=ready_s, peak_rss_mb=sampler.peak_rss_mb,
                     gpu_memory_mb=sampler.peak_gpu_mb, gpu_note=sampler.gpu_note,
                 )  # fmt: skip
@@ -194,7 +195,8 @@ async def launch(
         await endpoint.aclose()
     await managed.stop()
     managed.evidence = result(
-        outcome, message, exit_code=process.returncode if outcome is LaunchOutcome.EXITED else None,
+        outcome, message, pid=process.pid,
+        exit_code=process.returncode if outcome is LaunchOutcome.EXITED else None,
         port_open_s=port_open_s, peak_rss_mb=sampler.peak_rss_mb,
         gpu_memory_mb=sampler.peak_gpu_mb, gpu_note=sampler.gpu_note,
     )  # fmt: skip

@@ -154,6 +154,7 @@ class LaunchRecord(_Frozen):
     log_path: str
     outcome: str  # ready, exited, not-found, port-taken, timeout
     message: str
+    pid: int | None = None  # the process servegate started, stopped when the run ended
     load_s: float | None = None  # process start -> port accepts connections
     ready_s: float | None = None  # process start -> first successful completion
     peak_rss_mb: float | None = None
