@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import Engine
 
 from servegate import __version__
-from servegate.config.models import EndpointConfig, GateConfig
+from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
@@ -326,10 +326,12 @@ async def _fingerprint(
     managed: Mapping[str, Managed],
 ) -> Fingerprint:
     side = managed.get(name)
+    if side is None and cfg.launch is not None:  # not started: an earlier side failed
+        return await side_fingerprint(None, cfg, url="not started", model=model)
     if side is None:
         return await side_fingerprint(ep, cfg, url=url, model=model, models=models)
     host = await host_fields(cfg, side.argv, side.env)
-    served = ep if side.evidence.ready else None
+    served = ep if side.evidence.ready else None  # a failed launch is not asked anything
     return await side_fingerprint(
         served, cfg, url=url, model=model, models=models, host=host,
         launch=_launch_record(side),
@@ -347,7 +349,10 @@ async def _run(
     gates: Mapping[str, GateRunner],
 ) -> Report:
     def url_of(name: str, side: EndpointConfig) -> str:
-        return normalise_url(managed[name].url if name in managed else side.url_template)
+        if name in managed:
+            return normalise_url(managed[name].url)
+        # A managed side left unstarted (an earlier side failed) gets a placeholder port.
+        return normalise_url(side.url_template.replace(PORT_PLACEHOLDER, "0"))
 
     b_url, c_url = url_of("baseline", cfg.baseline), url_of("candidate", cfg.candidate)
     launches = {n: m.evidence for n, m in managed.items() if n in ("baseline", "candidate")}

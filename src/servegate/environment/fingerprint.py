@@ -48,7 +48,7 @@ async def side_fingerprint(
 ) -> Fingerprint:
     """Merge the declared matrix, the server's own answers (when `ep` serves) and the host."""
     info = await server_info(ep, model) if ep is not None else None
-    server = {} if ep is not None else {"server.not_served": "not asked: it did not start"}
+    server = {} if ep is not None else {"server.not_served": "not asked: it was not serving"}
     return Fingerprint(
         url=url,
         model=model,
