@@ -73,12 +73,14 @@ class Managed:
         """Stop the sampler and the whole process group; safe to call twice."""
         if self.sampler is not None:
             await self.sampler.stop()
-        if self.process is not None:
-            stop_group(self.process, self.launch.stop_timeout_s)
+        process, self.process = self.process, None  # never signal a group id twice: reusable
+        if process is not None:
+            stop_group(process, self.launch.stop_timeout_s)
 
     @property
     def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
+        """The engine's process id (also its process group id), kept after it stopped."""
+        return self.evidence.pid
 
 
 async def _port_open(host: str, port: int) -> bool:
