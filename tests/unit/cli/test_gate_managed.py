@@ -95,3 +95,17 @@ def test_a_baseline_that_does_not_start_is_inconclusive(tmp_path: Path) -> None:
     )
     assert (code, report["verdict"]) == (3, "inconclusive"), err
     assert report["candidate"]["launch"] is None  # not started once the baseline failed
+
+
+def test_a_fallback_only_the_candidate_prints_fails_gate_1_with_the_log_line(
+    tmp_path: Path,
+) -> None:
+    config = {"baseline": _engine("quiet"), "candidate": _engine("serve"), "gates": ["startup"]}
+    code, err, report = _gate(tmp_path, config)
+    assert (code, report["verdict"]) == (1, "fail"), err
+    startup = report["gates"][0]
+    [log_check] = [c for c in startup["checks"] if c["name"] == "log_scan"]
+    assert log_check["outcome"] == "fail"
+    [hit] = [f for f in startup["findings"] if f["probe"] == "log:falling-back"]
+    assert (hit["category"], hit["severity"], hit["side"]) == ("fallback", "major", "candidate")
+    assert "falling back to the slow path" in hit["candidate_excerpt"]

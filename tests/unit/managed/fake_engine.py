@@ -3,6 +3,7 @@
 `python fake_engine.py MODE PORT`:
   serve   print a fallback line, start a worker child in the same process group (its pid is
           printed), then answer GET /v1/models and POST /v1/completions on 127.0.0.1:PORT
+  quiet   the same without the fallback line
   silent  print nothing, open no port, run until stopped
   exit    fail at start-up importing a missing optional module
 """
@@ -54,7 +55,8 @@ def main() -> None:
             time.sleep(1)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     print(f"worker pid {worker.pid}", flush=True)
-    print("WARNING: kernel unavailable, falling back to the slow path", flush=True)
+    if mode == "serve":
+        print("WARNING: kernel unavailable, falling back to the slow path", flush=True)
     time.sleep(0.3)  # load time: the port opens only after this
     ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
