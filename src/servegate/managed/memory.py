@@ -38,8 +38,14 @@ def rss_mb(pid: int, proc: Path = Path("/proc")) -> float:
     return 0.0
 
 
-async def gpu_memory_mb(pids: set[int], nvidia_smi: str) -> float | None:
-    """GPU memory used by `pids` (MiB) according to nvidia-smi, or None when it fails."""
+NOT_LISTED = (
+    "not measured: nvidia-smi lists none of the engine's processes (a CPU-only engine, or "
+    "servegate sees another PID namespace)"
+)
+
+
+async def gpu_memory_mb(pids: set[int], nvidia_smi: str) -> tuple[float | None, str]:
+    """GPU memory used by `pids` (MiB) according to nvidia-smi, or None and why not."""
     try:
         child = await asyncio.create_subprocess_exec(
             nvidia_smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits",
@@ -47,16 +53,17 @@ async def gpu_memory_mb(pids: set[int], nvidia_smi: str) -> float | None:
         )  # fmt: skip
         out, _ = await asyncio.wait_for(child.communicate(), timeout=10)
     except (OSError, TimeoutError):
-        return None
+        return None, "not measured: nvidia-smi failed"
     if child.returncode != 0:
-        return None
-    used = 0.0
+        return None, "not measured: nvidia-smi failed"
+    used, listed = 0.0, False
     for line in out.decode(errors="replace").splitlines():
         parts = [p.strip() for p in line.split(",")]
         with contextlib.suppress(ValueError, IndexError):
             if int(parts[0]) in pids:
                 used += float(parts[1])
-    return used
+                listed = True
+    return (used, "") if listed else (None, NOT_LISTED)
 
 
 class MemorySampler:
@@ -81,12 +88,11 @@ class MemorySampler:
         loop = asyncio.get_running_loop()
         if self.nvidia_smi and loop.time() - self._last_gpu >= GPU_EVERY_S:
             self._last_gpu = loop.time()
-            used = await gpu_memory_mb(set(pids), self.nvidia_smi)
-            if used is None:
-                self.gpu_note = "not measured: nvidia-smi failed"
-            else:
+            used, note = await gpu_memory_mb(set(pids), self.nvidia_smi)
+            if used is not None:
                 self.peak_gpu_mb = max(self.peak_gpu_mb or 0.0, used)
-                self.gpu_note = ""
+            if self.peak_gpu_mb is None:  # once measured, a later empty listing changes nothing
+                self.gpu_note = note
 
     def start(self, every_s: float = 0.5) -> None:
         """Keep sampling in the background until `stop`."""
