@@ -134,8 +134,9 @@ async def launch(
     managed = Managed(side=side, url=url, argv=argv, env=env, launch=spec,
                       evidence=result(LaunchOutcome.TIMEOUT, "not started"))  # fmt: skip
     parts = urlsplit(url)
-    host, url_port = parts.hostname or "127.0.0.1", parts.port
-    if url_port is not None and await _port_open(host, url_port):
+    host = parts.hostname or "127.0.0.1"
+    url_port = parts.port or (443 if parts.scheme == "https" else 80)
+    if await _port_open(host, url_port):
         managed.evidence = result(
             LaunchOutcome.PORT_TAKEN,
             f"port {url_port} on {host} already accepts connections before the engine started "
@@ -162,12 +163,10 @@ async def launch(
             elapsed = time.perf_counter() - began
             code = process.poll()
             if code is not None:
-                outcome, message = (
-                    LaunchOutcome.EXITED,
-                    (f"exited with code {code} during start-up after {elapsed:.1f} s"),
-                )
+                outcome = LaunchOutcome.EXITED
+                message = f"exited with code {code} during start-up after {elapsed:.1f} s"
                 break
-            if url_port is not None and port_open_s is None and await _port_open(host, url_port):
+            if port_open_s is None and await _port_open(host, url_port):
                 port_open_s = time.perf_counter() - began
             if port_open_s is not None and await _answers(
                 endpoint, min(probe_deadline_s, max(1.0, spec.ready_timeout_s - elapsed))
