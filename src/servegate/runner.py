@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Engine
@@ -25,6 +26,8 @@ from servegate.gates.recording import NullRecorder, Recorder
 from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
 from servegate.managed.launcher import Managed
 from servegate.managed.sides import launched
+from servegate.probes.loader import suite_identity
+from servegate.store.resume import ResumePoint, changed
 from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
 from servegate.verdict.judgement import gate_result
@@ -149,6 +152,15 @@ GATE_ORDER = tuple(GATES)
 AFTER_CORRECTNESS = frozenset({"performance"})
 
 
+def _not_ready(result: GateResult) -> str | None:
+    """Why the gates after startup are skipped: a side is not ready."""
+    if result.name == "startup" and (
+        result.status is Status.INCONCLUSIVE or any(f.probe == "ready" for f in result.findings)
+    ):
+        return "skipped: a side is not ready (see startup)"
+    return None
+
+
 def _correctness_not_passed(results: Sequence[GateResult]) -> str | None:
     """Why a performance gate is skipped: the correctness gates that ran and did not pass."""
     ran = [r for r in results if r.name not in AFTER_CORRECTNESS]
@@ -168,10 +180,13 @@ async def run_gates(
     *,
     finished: Callable[[GateResult], None] | None = None,
     gates: Mapping[str, GateRunner] = GATES,
+    previous: Sequence[GateResult] = (),
 ) -> list[GateResult]:
     """Run the configured gates in order; a side that is not ready skips the rest. Each result is
     handed to `finished` as soon as it is judged, so a caller that cancels the run (the run
-    deadline, Ctrl-C) still holds every gate that finished."""
+    deadline, Ctrl-C) still holds every gate that finished. Gates in `previous` (judged by an
+    earlier attempt of a resumed run) are not run again; they count as judged."""
+    done = {r.name: r for r in previous}
     results: list[GateResult] = []
 
     def judged(result: GateResult) -> None:
@@ -182,6 +197,10 @@ async def run_gates(
     skip_reason: str | None = None
     for name, gate in gates.items():
         if name not in cfg.gates:
+            continue
+        if name in done:
+            results.append(done[name])
+            skip_reason = skip_reason or _not_ready(done[name])
             continue
         if skip_reason is not None:
             judged(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
@@ -197,10 +216,7 @@ async def run_gates(
 
         gate_progress(0, 1, "")
         result = await gate(pair, cfg, gate_progress)
-        if name == "startup" and (
-            result.status is Status.INCONCLUSIVE or any(f.probe == "ready" for f in result.findings)
-        ):
-            skip_reason = "skipped: a side is not ready (see startup)"
+        skip_reason = _not_ready(result)
         judged(result)
         gate_progress(1, 1, str(result.status))
     return results
@@ -245,6 +261,33 @@ def _crash_reason(exc: BaseException, secrets: Sequence[str]) -> str:
     return reason[:2000]
 
 
+def run_fingerprints(cfg: GateConfig, sides: Mapping[str, Fingerprint]) -> dict[str, Any]:
+    """What a run compared, flat (`candidate.models`, `suite`, …): stored when the run starts
+    and compared field by field when it is resumed."""
+    flat: dict[str, Any] = {"servegate": __version__}
+    if "golden" in cfg.gates:
+        flat["suite"] = suite_identity(cfg.suite)
+    for side, fp in sides.items():
+        for key, value in fp.model_dump(mode="json").items():
+            # The URL is in the configuration, compared there; a launch's times, memory and pid
+            # differ on every start, its command does not.
+            if key == "launch":
+                flat[f"{side}.launch.command"] = value["command"] if value else None
+            elif key != "url":
+                flat[f"{side}.{key}"] = value
+    return flat
+
+
+def _resume_refusal(resume: ResumePoint, now: Mapping[str, Any]) -> str | None:
+    if not resume.fingerprints:
+        return (
+            f"run {resume.run_id} was recorded without endpoint fingerprints (by an older "
+            "servegate): it cannot be resumed; start a new run"
+        )
+    why = changed(resume.fingerprints, now, "an endpoint or the suite")
+    return f"cannot resume run {resume.run_id}: {why}; start a new run" if why else None
+
+
 def _launch_failed(
     cfg: GateConfig, launches: Mapping[str, LaunchEvidence], gates: Mapping[str, GateRunner]
 ) -> list[GateResult]:
@@ -274,11 +317,16 @@ async def run(
     run_name: str | None = None,
     progress: ProgressFn | None = None,
     gates: Mapping[str, GateRunner] = GATES,
+    resume: ResumePoint | None = None,
 ) -> Report:
     """One complete gate run. Sides with a `launch` block are started first (their logs go to a
     folder under `cfg.run_dir`) and stopped when the run ends, however it ends. Raises
     PreflightError before anything is judged. Once the run's row exists, each gate is committed
-    as it finishes, and a run that raises is marked crashed."""
+    as it finishes, and a run that raises is marked crashed. With `resume` (a killed run's
+    ResumePoint, `store` holding it), the run continues as its next attempt: refused when an
+    endpoint's fingerprint changed, the gates it judged are kept, the others are run."""
+    if resume is not None and store is None:
+        raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
     if cfg.baseline.launch is None and cfg.candidate.launch is None:
         b_url, c_url = (
             normalise_url(cfg.baseline.url_template),
@@ -301,7 +349,7 @@ async def run(
         probe_deadline_s=cfg.probe_deadline_s,
     ) as managed:  # fmt: skip
         return await _run(cfg, managed, started, store=store, run_name=run_name,
-                          progress=progress, gates=gates)  # fmt: skip
+                          progress=progress, gates=gates, resume=resume)  # fmt: skip
 
 
 def _launch_record(side: Managed) -> LaunchRecord:
@@ -347,6 +395,7 @@ async def _run(
     run_name: str | None,
     progress: ProgressFn | None,
     gates: Mapping[str, GateRunner],
+    resume: ResumePoint | None,
 ) -> Report:
     def url_of(name: str, side: EndpointConfig) -> str:
         if name in managed:
@@ -390,18 +439,24 @@ async def _run(
                                   model, b_pre.models, managed)  # fmt: skip
         c_fp = await _fingerprint("candidate", cfg.candidate, candidate, display_url(c_url),
                                   model, c_pre.models, managed)  # fmt: skip
-        writer = (
-            RunWriter.start(
+        fingerprints = run_fingerprints(cfg, {"baseline": b_fp, "candidate": c_fp})
+        writer: RunWriter | None = None
+        if resume is not None and store is not None:
+            refusal = _resume_refusal(resume, fingerprints)
+            if refusal is not None:
+                raise PreflightError(refusal, EXIT_USAGE)
+            writer = RunWriter.resume(store, resume.run_id, resume.attempt)
+            started = datetime.fromisoformat(resume.started_at)
+        elif store is not None:
+            writer = RunWriter.start(
                 store,
                 baseline_url=display_url(b_url),
                 candidate_url=display_url(c_url),
                 model=model,
                 config=cfg.model_dump(mode="json"),
                 name=run_name,
+                fingerprints=fingerprints,
             )
-            if store is not None
-            else None
-        )
         try:
             recorder: Recorder = writer if writer is not None else NullRecorder()
             pair = EndpointPair(
@@ -409,7 +464,8 @@ async def _run(
                 hung_after=cfg.hung_after_timeouts,
                 timeout_factor=cfg.policy.timeout_latency_factor, launches=launches,
             )  # fmt: skip
-            results: list[GateResult] = []
+            previous = resume.finished if resume is not None else ()
+            results: list[GateResult] = list(previous)
 
             def keep(result: GateResult) -> None:
                 results.append(result)
@@ -422,12 +478,16 @@ async def _run(
             else:
                 try:
                     async with asyncio.timeout(cfg.run_deadline_s) as deadline:
-                        await run_gates(pair, cfg, progress, finished=keep, gates=gates)
+                        await run_gates(
+                            pair, cfg, progress, finished=keep, gates=gates, previous=previous
+                        )
                 except TimeoutError:
                     if not deadline.expired():
                         raise
                     for result in _after_deadline(cfg, gates, results):
                         keep(result)
+            order = list(gates)
+            results.sort(key=lambda r: order.index(r.name) if r.name in order else len(order))
             # Memory peaks cover the whole run: read them now.
             b_fp = _with_launch(b_fp, managed.get("baseline"))
             c_fp = _with_launch(c_fp, managed.get("candidate"))
@@ -438,6 +498,7 @@ async def _run(
                 started_at=started.isoformat(timespec="seconds"),
                 finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 duration_s=round(time.perf_counter() - t0, 2),
+                attempt=writer.attempt if writer is not None else 1,
                 verdict=verdict.status,
                 exit_code=verdict.exit_code,
                 reason=verdict.reason,

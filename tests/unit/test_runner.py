@@ -8,6 +8,7 @@ registry, so these tests pin the runner's behaviour whatever the real gates send
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -15,10 +16,14 @@ from typing import Any
 
 import pytest
 
+from servegate.cli.gate_resume import resumed_config
+from servegate.config.loader import ConfigError
 from servegate.config.models import EndpointConfig, GateConfig
 from servegate.endpoints.scripted import ScriptedServer, reply_json
 from servegate.gates.pair import EndpointPair
-from servegate.runner import GateProgress, GateRunner, run
+from servegate.runner import GateProgress, GateRunner, PreflightError, run
+from servegate.store.reader import request_latencies
+from servegate.store.resume import ResumePoint, load_resume_point
 from servegate.store.writer import StoreError, open_engine
 from servegate.verdict.model import GateResult, Status
 
@@ -283,3 +288,129 @@ async def test_performance_runs_after_passing_correctness_gates_and_alone(
     ]
     assert [(g.name, g.status) for g in alone.gates] == [("performance", Status.FAIL)]
     assert alone.exit_code == 1
+
+
+def counted(name: str, calls: list[str], *, crash_first: bool = False) -> GateRunner:
+    """`judged(name, PASS)` that notes each call in `calls`; with `crash_first` its first call
+    sends its request and then raises, as a run killed inside the gate would leave it."""
+    inner = judged(name, Status.PASS)
+
+    async def gate(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+        calls.append(name)
+        result = await inner(pair, cfg, progress)
+        if crash_first and calls.count(name) == 1:
+            raise RuntimeError("killed mid-gate")
+        return result
+
+    return gate
+
+
+async def test_a_crashed_run_resumes_only_its_unfinished_gates_as_a_second_attempt(
+    urls: tuple[str, str], tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    calls: list[str] = []
+    gates = {
+        "startup": counted("startup", calls),
+        "numerics": counted("numerics", calls, crash_first=True),
+        "golden": counted("golden", calls),
+    }
+    with pytest.raises(RuntimeError):
+        await run(_cfg(urls), store=open_engine(db), gates=gates)
+    [(run_id, state)] = _rows(db, "select id, state from runs")
+    assert state == "crashed"
+
+    store = open_engine(db)
+    point = load_resume_point(store, run_id)
+    assert (point.attempt, [g.name for g in point.finished]) == (2, ["startup"])
+    report = await run(GateConfig.model_validate(point.config), store=store, gates=gates,
+                       resume=point)  # fmt: skip
+
+    # startup is not sent again; numerics, which the crash cut short, runs whole once more.
+    assert calls == ["startup", "numerics", "numerics", "golden"]
+    assert (report.run_id, report.attempt, report.verdict) == (run_id, 2, Status.PASS)
+    assert [g.name for g in report.gates] == ["startup", "numerics", "golden"]
+    assert _rows(db, "select state, verdict, attempt from runs") == [("finished", "pass", 2)]
+    assert _rows(db, "select gate, attempt from gate_results order by rowid") == [
+        ("startup", 1),
+        ("numerics", 2),
+        ("golden", 2),
+    ]
+    # Nothing the killed attempt completed is thrown away, and nothing is counted twice: each
+    # gate's timings are those of the attempt that judged it.
+    assert _rows(db, "select gate, attempt, count(*) from requests group by gate, attempt") == [
+        ("golden", 2, 2),
+        ("numerics", 1, 2),
+        ("numerics", 2, 2),
+        ("startup", 1, 2),
+    ]
+    assert len(request_latencies(store, run_id)["baseline"]) == 3
+
+
+async def test_a_resume_is_refused_when_an_endpoint_serves_other_models(
+    urls: tuple[str, str], tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    calls: list[str] = []
+    gates = {
+        "startup": counted("startup", calls),
+        "numerics": counted("numerics", calls, crash_first=True),
+    }
+    with pytest.raises(RuntimeError):
+        await run(_cfg(urls), store=open_engine(db), gates=gates)
+    [(run_id,)] = _rows(db, "select id from runs")
+    other = ScriptedServer().route(
+        "/v1/models", reply_json({"object": "list", "data": [{"id": "m"}, {"id": "m-v2"}]})
+    )
+    async with other:
+        cfg = _cfg((urls[0], other.url))
+        point = load_resume_point(open_engine(db), run_id)
+        with pytest.raises(PreflightError) as refused:
+            await run(cfg, store=open_engine(db), gates=gates, resume=point)
+    assert refused.value.exit_code == 2
+    assert str(refused.value) == (
+        f"cannot resume run {run_id}: an endpoint or the suite changed since the run started: "
+        'candidate.models was ["m"], is now ["m", "m-v2"]; start a new run'
+    )
+    assert calls == ["startup", "numerics"]  # nothing was sent for the refused resume
+    assert _rows(db, "select state, attempt from runs") == [("crashed", 1)]
+
+
+async def test_only_an_interrupted_or_crashed_run_can_be_resumed(
+    urls: tuple[str, str], tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    store = open_engine(db)
+    report = await run(_cfg(urls), store=store, gates={"startup": judged("startup", Status.FAIL)})
+    with pytest.raises(StoreError, match=rf"^run {report.run_id} finished with verdict fail: "
+                       "nothing to resume$"):  # fmt: skip
+        load_resume_point(store, report.run_id)
+    with pytest.raises(StoreError, match=r"^no run nosuchrun in "):
+        load_resume_point(store, "nosuchrun")
+    # A run still marked running by a live process (this one) is not taken over.
+    with sqlite3.connect(db) as conn:
+        conn.execute("update runs set state = 'running', pid = ?", (os.getpid(),))
+    with pytest.raises(StoreError, match=rf"^run {report.run_id} is still running \(pid "):
+        load_resume_point(store, report.run_id)
+
+
+def test_a_resume_keeps_the_stored_configuration_and_refuses_a_changed_one() -> None:
+    stored = GateConfig(
+        baseline=EndpointConfig(url="http://127.0.0.1:1/v1"),
+        candidate=EndpointConfig(url="http://127.0.0.1:2/v1"),
+    )
+    point = ResumePoint(
+        run_id="abc123", name=None, started_at="2026-12-01T00:00:00+00:00", attempt=2,
+        config=stored.model_dump(mode="json"), fingerprints={}, finished=(),
+    )  # fmt: skip
+    assert resumed_config(point, None, run_deadline_s=None) == stored
+    # The run deadline does not change what is measured: a resume may give a new one.
+    longer = resumed_config(point, None, run_deadline_s=99.0)
+    assert longer.run_deadline_s == 99.0
+    assert resumed_config(point, stored, run_deadline_s=None) == stored
+    with pytest.raises(ConfigError) as refused:
+        resumed_config(point, stored.model_copy(update={"strict": True}), run_deadline_s=None)
+    assert str(refused.value) == (
+        "cannot resume run abc123: the configuration changed since the run started: strict was "
+        "false, is now true; give the command line that started it, or --resume RUN alone"
+    )

@@ -11,6 +11,7 @@ import click
 from click.core import ParameterSource
 
 from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.gate_resume import resumed_config
 from servegate.cli.report_files import checked, file_options, write
 from servegate.config.loader import ConfigError, load_policy, merge, read_gate_file, validate
 from servegate.config.models import GateConfig, Policy
@@ -18,6 +19,7 @@ from servegate.endpoints.errors import EndpointError
 from servegate.reports.terminal import print_report
 from servegate.runner import GATE_ORDER, PreflightError, run
 from servegate.store.reader import request_latencies
+from servegate.store.resume import load_resume_point
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.rules import EXIT_USAGE
 
@@ -50,7 +52,7 @@ _PERFORMANCE_KEYS = {
 }
 
 
-def _given(ctx: click.Context) -> set[str]:
+def _given_options(ctx: click.Context) -> set[str]:
     """The options the user set (on the command line or through the environment)."""
     return {
         name
@@ -79,6 +81,12 @@ def _only_given(settings: dict[str, Any], given: set[str]) -> dict[str, Any]:
             value = {k: v for k, v in value.items() if v is not None}
         out[key] = value
     return out
+
+
+def _given(param: str) -> bool:
+    """Was this option given on the command line (not left at its default)?"""
+    source = click.get_current_context().get_parameter_source(param)
+    return source is ParameterSource.COMMANDLINE
 
 
 def _gates(value: str) -> tuple[str, ...]:
@@ -113,7 +121,8 @@ def _gates(value: str) -> tuple[str, ...]:
     "candidate_url",
     default=None,
     metavar="URL",
-    help="Candidate base URL (the change under test).",
+    help="Candidate base URL (the change under test). --baseline and --candidate are required "
+    "unless --resume is given.",
 )
 @click.option(
     "--baseline-replica",
@@ -256,6 +265,16 @@ def _gates(value: str) -> tuple[str, ...]:
     default=None,
     help="A YAML catalogue of start-up log patterns added to the shipped one.",
 )
+@click.option(
+    "--resume",
+    "resume_ref",
+    default=None,
+    metavar="RUN",
+    help="Continue a killed or crashed run (its id from `servegate runs`): the gates it finished "
+    "keep their results, the others run again. Give it alone to reuse the run's stored "
+    "configuration, or with the command line that started the run; refused when the "
+    "configuration, an endpoint's models or the suite changed.",
+)
 @click.option("--name", "run_name", default=None, help="A name for this run in `servegate runs`.")
 @click.option(
     "--quiet", "-q", is_flag=True, help="No progress display and no table; exit code only."
@@ -293,6 +312,7 @@ def gate(
     no_store: bool,
     run_dir: Path,
     log_patterns: Path | None,
+    resume_ref: str | None,
     run_name: str | None,
     quiet: bool,
     show_info: bool,
@@ -302,6 +322,17 @@ def gate(
     Exit codes: 0 pass (ship), 1 fail (roll back), 2 usage or configuration error,
     3 inconclusive (unreachable, too few samples, missing capability), 4 internal error.
     """
+    if config_path is None and (
+        (baseline_url is None) != (candidate_url is None)
+        or (baseline_url is None and resume_ref is None)
+    ):
+        fail(
+            "give both --baseline URL and --candidate URL, or --config FILE (or --resume RUN "
+            "alone)",
+            EXIT_USAGE,
+        )
+    if resume_ref is not None and no_store:
+        fail("--resume needs the run's database: drop --no-store", EXIT_USAGE)
     try:
         gates = _gates(gate_names)
     except click.BadParameter as exc:
@@ -310,8 +341,9 @@ def gate(
     outputs = checked(
         {"json": json_path, "html": html_path, "markdown": markdown_path, "junit": junit_path}
     )
-    given = _given(click.get_current_context())
+    given = _given_options(click.get_current_context())
     try:
+        cfg: GateConfig | None = None
         settings: dict[str, Any] = {
             "baseline": _endpoint(baseline_url, baseline_api_key_env or api_key_env),
             "candidate": _endpoint(candidate_url, candidate_api_key_env or api_key_env),
@@ -346,13 +378,23 @@ def gate(
         if config_path is not None:
             source = str(config_path)
             settings = merge(read_gate_file(config_path), _only_given(settings, given))
-        for side, option in (("baseline", "--baseline"), ("candidate", "--candidate")):
-            if not settings.get(side):
-                raise ConfigError(f"{option} URL is required (or a {side} in --config FILE)")
-        cfg = validate(GateConfig, settings, source)
+        if config_path is not None or baseline_url is not None:
+            for side, option in (("baseline", "--baseline"), ("candidate", "--candidate")):
+                if not settings.get(side):
+                    raise ConfigError(f"{option} URL is required (or a {side} in --config FILE)")
+            cfg = validate(GateConfig, settings, source)
         store = None if no_store else open_engine(db)
+        point = None
+        if resume_ref is not None and store is not None:
+            point = load_resume_point(store, resume_ref)
+            deadline = run_deadline_s if _given("run_deadline_s") else None
+            cfg = resumed_config(point, cfg, run_deadline_s=deadline)
+            run_name = point.name
+        assert cfg is not None  # checked above: URLs given, or --resume
         with gate_progress(not quiet) as progress:
-            report = asyncio.run(run(cfg, store=store, run_name=run_name, progress=progress))
+            report = asyncio.run(
+                run(cfg, store=store, run_name=run_name, progress=progress, resume=point)
+            )
     except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
         fail(str(exc), exc.exit_code)
     latencies = None

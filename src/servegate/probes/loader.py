@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -168,7 +169,23 @@ def load_suite(path: Path) -> Suite:
     return parse_suite(text, str(path))
 
 
+DEFAULT_SOURCE = "servegate/probes/suites/default.yaml"
+
+
+def _default_text() -> str:
+    resource = resources.files("servegate.probes") / "suites" / "default.yaml"
+    return resource.read_text(encoding="utf-8")
+
+
 def default_suite() -> Suite:
     """The suite shipped in the package (`probes/suites/default.yaml`)."""
-    resource = resources.files("servegate.probes") / "suites" / "default.yaml"
-    return parse_suite(resource.read_text(encoding="utf-8"), "servegate/probes/suites/default.yaml")
+    return parse_suite(_default_text(), DEFAULT_SOURCE)
+
+
+def suite_identity(path: Path | None) -> str:
+    """Name, version and a hash of the suite file's text (the shipped default when None): a
+    resumed run or a stored baseline must ask the very same probes."""
+    suite = load_suite(path) if path is not None else default_suite()
+    text = path.read_text(encoding="utf-8") if path is not None else _default_text()
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return f"{suite.name} v{suite.version} sha256:{digest}"

@@ -53,9 +53,14 @@ def verdict(report: Report) -> str:
     return (
         f'<header class="verdict {esc(v.value)}"><h1>servegate: {esc(v.value.upper())} — '
         f"{esc(meaning)}</h1><p>{esc(report.reason)} (exit {report.exit_code})</p>"
-        f"<p>run {esc(report.run_id)} · {esc(report.started_at)} · {report.duration_s:.1f} s · "
+        f"<p>run {esc(report.run_id)}{_attempt(report)} · {esc(report.started_at)} · "
+        f"{report.duration_s:.1f} s · "
         f"{esc(report.tool)} · report schema {report.schema_version}</p></header>"
     )
+
+
+def _attempt(report: Report) -> str:
+    return f" (resumed: attempt {report.attempt})" if report.attempt > 1 else ""
 
 
 def gates(report: Report) -> str:

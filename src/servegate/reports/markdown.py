@@ -70,7 +70,9 @@ def _head(report: Report) -> list[str]:
         extra += [f"{inline(k)}={inline(v)}" for k, v in fp.matrix.items()]
         lines.append(f"- {side}: {inline(fp.url)} · {' · '.join(extra)}")
     lines.append(
-        f"- run {inline(report.run_id)} · {report.duration_s:.1f} s · {inline(report.tool)}"
+        f"- run {inline(report.run_id)}"
+        + (f" (resumed: attempt {report.attempt})" if report.attempt > 1 else "")
+        + f" · {report.duration_s:.1f} s · {inline(report.tool)}"
         f" · report schema {report.schema_version}"
     )
     return lines + _what_changed(report)

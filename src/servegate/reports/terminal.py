@@ -35,6 +35,7 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
     header = _plain(
         f"baseline  {report.baseline.url}\ncandidate {report.candidate.url}\n"
         f"model {report.baseline.model or '-'}   run {report.run_id}   {report.duration_s:.1f} s"
+        + (f"   resumed: attempt {report.attempt}" if report.attempt > 1 else "")
     )
     gates = Table(title="Gates", title_justify="left", show_lines=False)
     gates.add_column("gate")

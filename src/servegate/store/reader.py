@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from servegate.store import tables
@@ -63,12 +63,18 @@ def stored_report(engine: Engine, ref: str) -> Report:
 
 def request_latencies(engine: Engine, run_id: str) -> dict[str, list[float]]:
     """End-to-end latency (ms) of each request of the run that succeeded, by side. The 1-token
-    isolation requests sent before each probe are left out: they are not the probes' latency."""
-    req = tables.requests
+    isolation requests sent before each probe are left out: they are not the probes' latency.
+    Of a resumed run, each gate's requests are those of the attempt that judged it."""
+    req, judged = tables.requests, tables.gate_results
     query = (
         select(req.c.side, req.c.e2el_ms)
+        .outerjoin(judged, and_(judged.c.run_id == req.c.run_id, judged.c.gate == req.c.gate))
         .where(
             req.c.run_id == run_id,
+            or_(
+                judged.c.gate.is_(None),
+                func.coalesce(req.c.attempt, 1) == func.coalesce(judged.c.attempt, 1),
+            ),
             req.c.e2el_ms.is_not(None),
             req.c.error_category.is_(None),
             req.c.probe.not_like("%:isolation"),

@@ -41,6 +41,11 @@ runs = Table(
     # (revision 0002_run_process; nullable, so older rows stay valid).
     Column("pid", Integer, nullable=True),
     Column("hostname", String(255), nullable=True),
+    # Resume (revision 0003_resume): the attempt now writing the run (NULL: 1), and the
+    # endpoints' fingerprints when it started, so that a resume against a changed server is
+    # refused.
+    Column("attempt", Integer, nullable=True),
+    Column("fingerprint_json", Text, nullable=True),
 )
 
 requests = Table(
@@ -62,6 +67,7 @@ requests = Table(
     Column("ttft_ms", Float, nullable=True),
     Column("e2el_ms", Float, nullable=True),
     Column("result_json", Text, nullable=False),
+    Column("attempt", Integer, nullable=True),  # the run's attempt that sent it (NULL: 1)
 )
 Index(
     "ix_requests_run_probe", requests.c.run_id, requests.c.gate, requests.c.probe, requests.c.side
@@ -74,4 +80,5 @@ gate_results = Table(
     Column("gate", String(40), primary_key=True),
     Column("status", String(16), nullable=False),
     Column("result_json", Text, nullable=False),
+    Column("attempt", Integer, nullable=True),  # the attempt that judged it (NULL: 1)
 )

@@ -123,9 +123,10 @@ class RunWriter:
     """Writes one run: its row, each request as it completes, each gate as it is judged, the
     final report, or the crash that ended it. Every write is its own committed transaction."""
 
-    def __init__(self, engine: Engine, run_id: str) -> None:
+    def __init__(self, engine: Engine, run_id: str, attempt: int = 1) -> None:
         self.engine = engine
         self.run_id = run_id
+        self.attempt = attempt
 
     @classmethod
     def start(
@@ -137,8 +138,10 @@ class RunWriter:
         model: str | None,
         config: Mapping[str, Any],
         name: str | None = None,
+        fingerprints: Mapping[str, Any] | None = None,
     ) -> RunWriter:
-        """Insert the run's row, state `running`, with this process's pid and hostname."""
+        """Insert the run's row, state `running`, with this process's pid and hostname, and what
+        the endpoints were when it started (`fingerprints`, checked by a later resume)."""
         run_id = uuid.uuid4().hex[:12]
         with _writing(engine, "start a run") as conn:
             conn.execute(
@@ -153,9 +156,32 @@ class RunWriter:
                     config_json=json.dumps(config, default=str),
                     pid=os.getpid(),
                     hostname=hostname(),
+                    attempt=1,
+                    fingerprint_json=(
+                        json.dumps(fingerprints, sort_keys=True) if fingerprints else None
+                    ),
                 )
             )
         return cls(engine, run_id)
+
+    @classmethod
+    def resume(cls, engine: Engine, run_id: str, attempt: int) -> RunWriter:
+        """Take over an interrupted or crashed run as its attempt number `attempt`: state
+        `running` again, owned by this process. Its rows stay as they are."""
+        with _writing(engine, f"resume run {run_id}") as conn:
+            conn.execute(
+                update(tables.runs)
+                .where(tables.runs.c.id == run_id)
+                .values(
+                    state="running",
+                    finished_at=None,
+                    reason=None,
+                    pid=os.getpid(),
+                    hostname=hostname(),
+                    attempt=attempt,
+                )
+            )
+        return cls(engine, run_id, attempt)
 
     def record(
         self,
@@ -190,6 +216,7 @@ class RunWriter:
                     ttft_ms=result.timing.ttft_ms,
                     e2el_ms=result.timing.e2el_ms,
                     result_json=_result_json(result),
+                    attempt=self.attempt,
                 )
             )
 
@@ -202,6 +229,7 @@ class RunWriter:
                     gate=result.name,
                     status=str(result.status),
                     result_json=safe_json(result),
+                    attempt=self.attempt,
                 )
             )
 

@@ -191,6 +191,9 @@ class Report(_Frozen):
     started_at: str
     finished_at: str
     duration_s: float
+    # 1, or the attempt that finished a run resumed with `servegate gate --resume` (the gates
+    # judged by earlier attempts are kept as they were).
+    attempt: int = 1
     verdict: Status
     exit_code: int
     reason: str

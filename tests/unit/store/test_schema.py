@@ -62,9 +62,11 @@ def _columns(db: str, table: str) -> list[str]:
         engine.dispose()
 
 
-def _old_metadata() -> MetaData:
-    """store/tables.py as servegate 0.1.0 had it (git 8b196a7), for `create_all`."""
+def _old_metadata(*, with_process: bool = False) -> MetaData:
+    """store/tables.py as servegate 0.1.0 had it (git 8b196a7), for `create_all`; with the
+    process columns, as it was when servegate still called `create_all` (before Alembic)."""
     old = MetaData()
+    process = [Column("pid", Integer), Column("hostname", String(255))] if with_process else []
     Table(
         "runs", old,
         Column("id", String(32), primary_key=True),
@@ -80,6 +82,7 @@ def _old_metadata() -> MetaData:
         Column("model", String(200), nullable=True),
         Column("config_json", Text, nullable=False),
         Column("report_json", Text, nullable=True),
+        *process,
     )  # fmt: skip
     requests = Table(
         "requests", old,
@@ -156,7 +159,7 @@ def _assert_old_rows_kept_and_new_rows_get_the_process(db: str) -> None:
 
 def test_an_empty_database_is_migrated_to_exactly_the_tables(store_url: str) -> None:
     open_engine(store_url).dispose()
-    assert _version(store_url) == [schema.head()] == ["0002_run_process"]
+    assert _version(store_url) == [schema.head()] == ["0003_resume"]
     engine = _plain(store_url)
     try:
         with engine.connect() as conn:
@@ -190,7 +193,7 @@ def test_a_database_made_by_0_1_0_is_stamped_then_upgraded_keeping_its_rows(
     _fill_old(store_url, create=True)
     assert "pid" not in _columns(store_url, "runs")
     _assert_old_rows_kept_and_new_rows_get_the_process(store_url)
-    assert _columns(store_url, "runs")[-2:] == ["pid", "hostname"]
+    assert _columns(store_url, "runs")[-4:] == ["pid", "hostname", "attempt", "fingerprint_json"]
     assert _version(store_url) == [schema.head()]
 
 
@@ -206,9 +209,9 @@ def test_a_database_at_revision_1_is_upgraded_keeping_its_rows(store_url: str) -
 
 
 def test_an_unversioned_database_with_pid_and_hostname_is_stamped_at_head(store_url: str) -> None:
-    # What servegate wrote between the columns and this migration: create_all of today's tables.
+    # What servegate wrote between the process columns and Alembic: create_all of its tables.
     engine = _plain(store_url)
-    tables.metadata.create_all(engine)
+    _old_metadata(with_process=True).create_all(engine)
     engine.dispose()
     _fill_old(store_url, create=False)
     open_engine(store_url).dispose()
@@ -241,7 +244,7 @@ def test_a_database_from_a_newer_servegate_is_refused_not_downgraded(store_url: 
     shown = store_url if "://" not in store_url else make_url(store_url).render_as_string()
     assert message == (
         f"the database {shown} is at schema revision 0099_future, which this servegate does "
-        "not know (it knows up to 0002_run_process): a newer servegate wrote it; upgrade "
+        "not know (it knows up to 0003_resume): a newer servegate wrote it; upgrade "
         "servegate or use another --db"
     )
     assert raised.value.exit_code == 2

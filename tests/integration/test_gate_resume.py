@@ -1,0 +1,143 @@
+"""kill -9 a real `servegate gate` mid-way and resume it, on SQLite and on PostgreSQL.
+
+The run compares the clean reference engine with `mixed-dtype` (a regression every measurement
+so far fails) through startup, numerics and the golden canaries. The process is killed with
+SIGKILL while numerics is sending; `servegate gate --resume RUN` must then give the verdict and
+gate statuses of the same run left alone, keep the gate that finished before the kill, and
+count each request once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+
+from servegate.engine import RunningEngine
+from servegate.store.writer import open_engine
+
+from .conftest import run_servegate
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
+
+GATE_ARGS = ("--gates", "startup,numerics,golden", "--category", "canary",
+             "--numerics-prompts", "4", "--quiet")  # fmt: skip
+KILL_AFTER_NUMERICS_REQUESTS = 6
+
+
+def _args(clean: RunningEngine, candidate: RunningEngine, db: str, out: Path) -> list[str]:
+    return ["gate", "--baseline", clean.base_url, "--candidate", candidate.base_url,
+            "--db", db, "--json", str(out), *GATE_ARGS]  # fmt: skip
+
+
+def _sql(db: str) -> Engine:
+    return create_engine(db if "://" in db else f"sqlite:///{db}")
+
+
+def _rows(engine: Engine, sql: str) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql))]
+
+
+JUDGED_REQUESTS = (  # per gate, the requests of the attempt that judged it
+    "select r.gate, count(*) from requests r join gate_results g "
+    "on g.run_id = r.run_id and g.gate = r.gate "
+    "where coalesce(r.attempt, 1) = coalesce(g.attempt, 1) group by r.gate order by r.gate"
+)
+
+
+@pytest.fixture(scope="module")
+def left_alone(
+    clean_engine: RunningEngine, mixed_dtype_engine: RunningEngine, tmp_path_factory: Any
+) -> Iterator[tuple[dict[str, Any], list[tuple[Any, ...]]]]:
+    """The same run, not killed: its report and its requests per gate."""
+    folder = tmp_path_factory.mktemp("left-alone")
+    db, out = str(folder / "runs.db"), folder / "report.json"
+    proc = run_servegate(*_args(clean_engine, mixed_dtype_engine, db, out), timeout_s=600)
+    assert proc.returncode == 1, proc.stderr
+    engine = _sql(db)
+    yield json.loads(out.read_text()), _rows(engine, JUDGED_REQUESTS)
+    engine.dispose()
+
+
+def test_a_run_killed_mid_gate_resumes_to_the_same_verdict_without_duplicates(
+    clean_engine: RunningEngine,
+    mixed_dtype_engine: RunningEngine,
+    left_alone: tuple[dict[str, Any], list[tuple[Any, ...]]],
+    store_url: str,
+    tmp_path: Path,
+) -> None:
+    reference, reference_requests = left_alone
+    out = tmp_path / "report.json"
+    open_engine(store_url).dispose()  # the schema, so that the polling below can read it
+    args = _args(clean_engine, mixed_dtype_engine, store_url, out)
+    log = (tmp_path / "killed.log").open("wb")
+    child = subprocess.Popen([sys.executable, "-m", "servegate", *args], stdout=log, stderr=log)
+    engine = _sql(store_url)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and child.poll() is None:
+            sent = _rows(engine, "select count(*) from requests where gate = 'numerics'")
+            if sent and sent[0][0] >= KILL_AFTER_NUMERICS_REQUESTS:
+                break
+            time.sleep(0.2)
+        assert child.poll() is None, (
+            "the run ended before it could be killed mid-numerics: "
+            + (tmp_path / "killed.log").read_text()[-2000:]
+        )
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+
+        # What the kill left: startup judged, numerics half sent, no verdict.
+        [(run_id, state)] = _rows(engine, "select id, state from runs")
+        assert state == "running"  # SIGKILL leaves no chance to write anything else
+        assert _rows(engine, "select gate from gate_results") == [("startup",)]
+        listed = run_servegate("runs", "--db", store_url, "--json")
+        assert [r["state"] for r in json.loads(listed.stdout)] == ["interrupted"]
+        killed_numerics = _rows(engine, "select count(*) from requests where gate = 'numerics'")
+
+        resumed = run_servegate("gate", "--resume", run_id, "--db", store_url,
+                                "--json", str(out), "--quiet", timeout_s=600)  # fmt: skip
+        assert "Traceback" not in resumed.stderr, resumed.stderr
+        report = json.loads(out.read_text())
+
+        assert resumed.returncode == reference["exit_code"] == 1
+        assert (report["run_id"], report["attempt"]) == (run_id, 2)
+        assert [(g["name"], g["status"]) for g in report["gates"]] == [
+            (g["name"], g["status"]) for g in reference["gates"]
+        ]
+        assert report["reason"] == reference["reason"]
+        # startup was not sent again: its gate and requests are the first attempt's.
+        assert _rows(engine, "select gate, attempt from gate_results order by gate") == [
+            ("golden", 2),
+            ("numerics", 2),
+            ("startup", 1),
+        ]
+        assert _rows(engine, "select count(*) from requests where gate = 'startup'") == [
+            (dict(reference_requests)["startup"],)
+        ]
+        # Each gate counts exactly the requests of one whole run; the killed attempt's numerics
+        # requests are kept, not counted.
+        assert _rows(engine, JUDGED_REQUESTS) == reference_requests
+        assert (
+            _rows(engine, "select count(*) from requests where gate = 'numerics' and attempt = 1")
+            == killed_numerics
+        )
+        assert _rows(engine, "select state, verdict, attempt from runs") == [
+            ("finished", "fail", 2)
+        ]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        log.close()
+        engine.dispose()
