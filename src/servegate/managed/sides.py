@@ -33,5 +33,16 @@ async def launched(
                 break
         yield managed
     finally:
-        for side in reversed(managed.values()):
+        await _stop_all(list(managed.values()))
+
+
+async def _stop_all(sides: list[Managed]) -> None:
+    """Stop every side, newest first; a side whose stop fails does not spare the others."""
+    first: BaseException | None = None
+    for side in reversed(sides):
+        try:
             await side.stop()
+        except BaseException as exc:  # a second Ctrl-C during the first stop included
+            first = first or exc
+    if first is not None:
+        raise first
