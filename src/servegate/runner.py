@@ -9,18 +9,23 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Engine
 
 from servegate import __version__
-from servegate.config.models import GateConfig
+from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
+from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
 from servegate.gates import context, golden, numerics, performance, startup
 from servegate.gates.pair import EndpointPair
 from servegate.gates.recording import NullRecorder, Recorder
+from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
+from servegate.managed.launcher import Managed
+from servegate.managed.sides import launched
 from servegate.probes.loader import suite_identity
 from servegate.store.baselines import (
     StoredBaseline,
@@ -28,10 +33,12 @@ from servegate.store.baselines import (
     load_baseline,
     stored_endpoint,
 )
+from servegate.store.reader import stored_report
 from servegate.store.resume import ResumePoint, changed
 from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
-from servegate.verdict.model import Fingerprint, GateResult, Report, Status
+from servegate.verdict.judgement import gate_result
+from servegate.verdict.model import Fingerprint, GateResult, LaunchRecord, Report, Status
 from servegate.verdict.performance import performance_table
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
 
@@ -246,7 +253,7 @@ def _secrets(cfg: GateConfig) -> list[str]:
         [cfg.baseline_replica] if cfg.baseline_replica is not None else []
     )
     found = [os.environ.get(s.api_key_env, "") for s in sides if s.api_key_env is not None]
-    found += [urlsplit(s.url).password or "" for s in sides]
+    found += [urlsplit(s.url_template).password or "" for s in sides]
     return [s for s in found if s]
 
 
@@ -269,7 +276,11 @@ def run_fingerprints(cfg: GateConfig, sides: Mapping[str, Fingerprint]) -> dict[
         flat["suite"] = suite_identity(cfg.suite)
     for side, fp in sides.items():
         for key, value in fp.model_dump(mode="json").items():
-            if key != "url":  # the URL is in the configuration, compared there
+            # The URL is in the configuration, compared there; a launch's times, memory and pid
+            # differ on every start, its command does not.
+            if key == "launch":
+                flat[f"{side}.launch.command"] = value["command"] if value else None
+            elif key != "url":
                 flat[f"{side}.{key}"] = value
     return flat
 
@@ -283,6 +294,18 @@ def _stored_baseline(cfg: GateConfig, store: Engine | None) -> StoredBaseline | 
         return load_baseline(store, cfg.baseline_run)
     except StoreError as exc:
         raise PreflightError(str(exc), exc.exit_code) from None
+
+
+def _stored_fingerprint(store: Engine, stored: StoredBaseline, model: str | None) -> Fingerprint:
+    """The baseline's fingerprint as its recording saw it, naming the stored baseline."""
+    try:
+        recorded = stored_report(store, stored.run_id).baseline
+    except StoreError as exc:
+        raise PreflightError(
+            f"the stored baseline {stored.name!r} cannot be read: {exc}", exc.exit_code
+        ) from None
+    named = f"{stored.name} (recorded {stored.created_at}, run {stored.run_id})"
+    return recorded.model_copy(update={"model": model, "stored_baseline": named})
 
 
 async def _performance_not_measured(
@@ -312,6 +335,28 @@ def _resume_refusal(resume: ResumePoint, now: Mapping[str, Any]) -> str | None:
     return f"cannot resume run {resume.run_id}: {why}; start a new run" if why else None
 
 
+def _launch_failed(
+    cfg: GateConfig, launches: Mapping[str, LaunchEvidence], gates: Mapping[str, GateRunner]
+) -> list[GateResult]:
+    """A managed side did not start: Gate 1 is judged on its launch alone, the rest skip."""
+    b, c = launches.get("baseline"), launches.get("candidate")
+    checks, findings = judge_launch(b, c)
+    result = gate_result(
+        startup.NAME, checks, strict=cfg.strict, findings=findings, metrics=launch_metrics(b, c)
+    )
+    skipped = "skipped: a side servegate launched did not start (see startup)"
+    return [result] + [
+        GateResult(name=name, status=Status.SKIP, summary=skipped)
+        for name in gates
+        if name in cfg.gates and name != startup.NAME
+    ]
+
+
+def _run_folder(cfg: GateConfig) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return cfg.run_dir / f"{stamp}-{os.getpid()}"
+
+
 async def run(
     cfg: GateConfig,
     *,
@@ -322,58 +367,141 @@ async def run(
     resume: ResumePoint | None = None,
     recording: bool = False,
 ) -> Report:
-    """One complete gate run. Raises PreflightError before anything is judged. Once the run's row
-    exists, each gate is committed as it finishes, and a run that raises is marked crashed.
-    With `resume` (a killed run's ResumePoint, `store` holding it), the run continues as its
-    next attempt: refused when an endpoint's fingerprint changed, the gates it judged are kept,
-    the others are run. `recording` (`servegate baseline record`) lets both sides be one server.
-    With `cfg.baseline_run`, the stored baseline of that name in `store` answers for the
-    baseline, and the performance gate is not measured."""
+    """One complete gate run. Sides with a `launch` block are started first (their logs go to a
+    folder under `cfg.run_dir`) and stopped when the run ends, however it ends. Raises
+    PreflightError before anything is judged. Once the run's row exists, each gate is committed
+    as it finishes, and a run that raises is marked crashed. With `resume` (a killed run's
+    ResumePoint, `store` holding it), the run continues as its next attempt: refused when an
+    endpoint's fingerprint changed, the gates it judged are kept, the others are run.
+    `recording` (`servegate baseline record`) lets both sides be one server. With
+    `cfg.baseline_run`, the stored baseline of that name in `store` answers for the baseline
+    (nothing is launched for it), and the performance gate is not measured."""
     if resume is not None and store is None:
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
-    b_url, c_url = normalise_url(cfg.baseline.url), normalise_url(cfg.candidate.url)
-    if b_url == c_url and not recording and cfg.baseline_run is None:
-        raise PreflightError(
-            f"--baseline and --candidate are the same endpoint ({display_url(b_url)}); "
-            "compare two different servers",
-            EXIT_USAGE,
-        )
     stored = _stored_baseline(cfg, store)
+    if stored is not None:
+        gates = {**gates, "performance": _performance_not_measured}
+    if cfg.baseline.launch is None and cfg.candidate.launch is None:
+        b_url, c_url = (
+            normalise_url(cfg.baseline.url_template),
+            normalise_url(cfg.candidate.url_template),
+        )
+        if b_url == c_url and not recording and stored is None:
+            raise PreflightError(
+                f"--baseline and --candidate are the same endpoint ({display_url(b_url)}); "
+                "compare two different servers",
+                EXIT_USAGE,
+            )
+    sides = (
+        ("baseline", None if stored is not None else cfg.baseline),
+        ("candidate", cfg.candidate),
+        ("baseline-replica", cfg.baseline_replica),
+    )
+    started = (datetime.now(UTC), time.perf_counter())  # launches count in the run's time
+    async with launched(
+        sides, _run_folder(cfg), log_patterns=cfg.log_patterns,
+        probe_deadline_s=cfg.probe_deadline_s,
+    ) as managed:  # fmt: skip
+        return await _run(cfg, managed, started, store=store, run_name=run_name,
+                          progress=progress, gates=gates, resume=resume,
+                          stored=stored)  # fmt: skip
+
+
+def _launch_record(side: Managed) -> LaunchRecord:
+    sampler = side.sampler
+    if sampler is None:
+        ev = side.evidence
+        return launch_record(ev, ev.peak_rss_mb, ev.gpu_memory_mb, ev.gpu_note)
+    return launch_record(side.evidence, sampler.peak_rss_mb, sampler.peak_gpu_mb, sampler.gpu_note)
+
+
+def _with_launch(fp: Fingerprint, side: Managed | None) -> Fingerprint:
+    return fp if side is None else fp.model_copy(update={"launch": _launch_record(side)})
+
+
+async def _fingerprint(
+    name: str,
+    cfg: EndpointConfig,
+    ep: Endpoint,
+    url: str,
+    model: str | None,
+    models: tuple[str, ...],
+    managed: Mapping[str, Managed],
+) -> Fingerprint:
+    side = managed.get(name)
+    if side is None and cfg.launch is not None:  # not started: an earlier side failed
+        return await side_fingerprint(None, cfg, url="not started", model=model)
+    if side is None:
+        return await side_fingerprint(ep, cfg, url=url, model=model, models=models)
+    host = await host_fields(cfg, side.argv, side.env)
+    served = ep if side.evidence.ready else None  # a failed launch is not asked anything
+    return await side_fingerprint(
+        served, cfg, url=url, model=model, models=models, host=host,
+        launch=_launch_record(side),
+    )  # fmt: skip
+
+
+async def _run(
+    cfg: GateConfig,
+    managed: Mapping[str, Managed],
+    start: tuple[datetime, float],
+    *,
+    store: Engine | None,
+    run_name: str | None,
+    progress: ProgressFn | None,
+    gates: Mapping[str, GateRunner],
+    resume: ResumePoint | None,
+    stored: StoredBaseline | None,
+) -> Report:
+    def url_of(name: str, side: EndpointConfig) -> str:
+        if name in managed:
+            return normalise_url(managed[name].url)
+        # A managed side left unstarted (an earlier side failed) gets a placeholder port.
+        return normalise_url(side.url_template.replace(PORT_PLACEHOLDER, "0"))
+
+    b_url, c_url = url_of("baseline", cfg.baseline), url_of("candidate", cfg.candidate)
+    launches = {n: m.evidence for n, m in managed.items() if n in ("baseline", "candidate")}
+    replica_launch = managed.get("baseline-replica")
+    if replica_launch is not None and not replica_launch.evidence.ready:
+        raise PreflightError(
+            f"the baseline-replica did not start: {replica_launch.evidence.message} "
+            f"(log {replica_launch.evidence.log_path})",
+            EXIT_INCONCLUSIVE,
+        )
+    failed = any(not ev.ready for ev in launches.values())
     baseline: Endpoint = (
         stored_endpoint(store, stored)
         if stored is not None and store is not None
         else OpenAIEndpoint("baseline", b_url, api_key_env=cfg.baseline.api_key_env)
     )
-    if stored is not None:
-        gates = {**gates, "performance": _performance_not_measured}
     candidate = OpenAIEndpoint("candidate", c_url, api_key_env=cfg.candidate.api_key_env)
     replica = (
         OpenAIEndpoint(
             "baseline-replica",
-            normalise_url(cfg.baseline_replica.url),
+            url_of("baseline-replica", cfg.baseline_replica),
             api_key_env=cfg.baseline_replica.api_key_env,
         )
         if cfg.baseline_replica is not None
         else None
     )
-    started, t0 = datetime.now(UTC), time.perf_counter()
+    started, t0 = start
     try:
-        b_pre = await preflight(baseline, cfg.probe_deadline_s)
-        c_pre = await preflight(candidate, cfg.probe_deadline_s)
-        if replica is not None:
-            await preflight(replica, cfg.probe_deadline_s)
-        model = _choose_model(cfg, b_pre, c_pre)
-        b_fp = Fingerprint(
-            url=display_url(b_url),
-            model=model,
-            models=b_pre.models,
-            stored_baseline=(
-                f"{stored.name} (recorded {stored.created_at}, run {stored.run_id})"
-                if stored is not None
-                else None
-            ),
-        )
-        c_fp = Fingerprint(url=display_url(c_url), model=model, models=c_pre.models)
+        if failed:
+            b_pre = c_pre = Preflight(models=())
+            model = cfg.model
+        else:
+            b_pre = await preflight(baseline, cfg.probe_deadline_s)
+            c_pre = await preflight(candidate, cfg.probe_deadline_s)
+            if replica is not None:
+                await preflight(replica, cfg.probe_deadline_s)
+            model = _choose_model(cfg, b_pre, c_pre)
+        if stored is not None and store is not None:
+            b_fp = _stored_fingerprint(store, stored, model)
+        else:
+            b_fp = await _fingerprint("baseline", cfg.baseline, baseline, display_url(b_url),
+                                      model, b_pre.models, managed)  # fmt: skip
+        c_fp = await _fingerprint("candidate", cfg.candidate, candidate, display_url(c_url),
+                                  model, c_pre.models, managed)  # fmt: skip
         fingerprints = run_fingerprints(cfg, {"baseline": b_fp, "candidate": c_fp})
         if stored is not None:
             refusal = baseline_refusal(stored, fingerprints)
@@ -401,7 +529,7 @@ async def run(
             pair = EndpointPair(
                 baseline, candidate, model=model, recorder=recorder, replica=replica,
                 hung_after=cfg.hung_after_timeouts,
-                timeout_factor=cfg.policy.timeout_latency_factor,
+                timeout_factor=cfg.policy.timeout_latency_factor, launches=launches,
             )  # fmt: skip
             previous = resume.finished if resume is not None else ()
             results: list[GateResult] = list(previous)
@@ -411,18 +539,25 @@ async def run(
                 if writer is not None:
                     writer.gate(result)
 
-            try:
-                async with asyncio.timeout(cfg.run_deadline_s) as deadline:
-                    await run_gates(
-                        pair, cfg, progress, finished=keep, gates=gates, previous=previous
-                    )
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-                for result in _after_deadline(cfg, gates, results):
+            if failed:
+                for result in _launch_failed(cfg, launches, gates):
                     keep(result)
+            else:
+                try:
+                    async with asyncio.timeout(cfg.run_deadline_s) as deadline:
+                        await run_gates(
+                            pair, cfg, progress, finished=keep, gates=gates, previous=previous
+                        )
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise
+                    for result in _after_deadline(cfg, gates, results):
+                        keep(result)
             order = list(gates)
             results.sort(key=lambda r: order.index(r.name) if r.name in order else len(order))
+            # Memory peaks cover the whole run: read them now.
+            b_fp = _with_launch(b_fp, managed.get("baseline"))
+            c_fp = _with_launch(c_fp, managed.get("candidate"))
             verdict = decide(results)
             report = Report(
                 tool=f"servegate {__version__}",

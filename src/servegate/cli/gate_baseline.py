@@ -10,9 +10,9 @@ from servegate.store.baselines import StoredBaseline
 from servegate.store.resume import changed
 
 # What a run against a stored baseline may set anew: which servers (the baseline's is the one it
-# was recorded from), how long to wait, how strictly to judge what was not measured, and the
-# load of the performance gate, which a stored baseline does not measure. Everything else
-# (policy, suite, categories, prompts, model) must be what the baseline was recorded with.
+# was recorded from) and where their logs go, how long to wait, how strictly to judge what was
+# not measured, and the load of the performance gate, which a stored baseline does not measure.
+# Everything else (policy, suite, categories, prompts, model) must be what it was recorded with.
 FREE_KEYS = frozenset(
     {
         "baseline",
@@ -26,6 +26,8 @@ FREE_KEYS = frozenset(
         "hung_after_timeouts",
         "strict",
         "performance",
+        "run_dir",
+        "log_patterns",
     }
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -13,7 +14,7 @@ from servegate.cli.console import fail, gate_progress, stdout
 from servegate.cli.gate_baseline import check_baseline_config
 from servegate.cli.gate_resume import resumed_config
 from servegate.cli.report_files import checked, file_options, write
-from servegate.config.loader import ConfigError, load_policy, validate
+from servegate.config.loader import ConfigError, load_policy, merge, read_gate_file, validate
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import EndpointError
 from servegate.reports.terminal import print_report
@@ -23,6 +24,65 @@ from servegate.store.reader import request_latencies
 from servegate.store.resume import load_resume_point
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.rules import EXIT_USAGE
+
+# The settings each command-line option sets; with --config only the options given override.
+_OPTION_KEYS: dict[str, tuple[str, ...]] = {
+    "baseline": ("baseline_url", "baseline_api_key_env", "api_key_env"),
+    "candidate": ("candidate_url", "candidate_api_key_env", "api_key_env"),
+    "baseline_replica": ("replica_url",),
+    "model": ("model",),
+    "gates": ("gate_names",),
+    "suite": ("suite",),
+    "categories": ("categories",),
+    "request_deadline_s": ("deadline_s",),
+    "probe_deadline_s": ("probe_deadline_s",),
+    "run_deadline_s": ("run_deadline_s",),
+    "strict": ("strict",),
+    "hung_after_timeouts": ("hung_after",),
+    "impossible_prompt_words": ("impossible_words",),
+    "numerics_prompts": ("numerics_prompts",),
+    "performance": ("perf_concurrency", "perf_blocks", "perf_requests", "perf_output_tokens"),
+    "run_dir": ("run_dir",),
+    "log_patterns": ("log_patterns",),
+    "policy": ("policy_path",),
+}
+_PERFORMANCE_KEYS = {
+    "concurrency": "perf_concurrency",
+    "blocks": "perf_blocks",
+    "requests_per_block": "perf_requests",
+    "output_tokens": "perf_output_tokens",
+}
+
+
+def _given_options(ctx: click.Context) -> set[str]:
+    """The options the user set (on the command line or through the environment)."""
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name)
+        not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)
+    }
+
+
+def _endpoint(url: str | None, key_env: str | None) -> dict[str, Any] | None:
+    if url is None:
+        return None if key_env is None else {"api_key_env": key_env}
+    return {"url": url, "api_key_env": key_env}
+
+
+def _only_given(settings: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """The settings the user gave on the command line, to lay over a --config file."""
+    out: dict[str, Any] = {}
+    for key, options in _OPTION_KEYS.items():
+        if not given.intersection(options) or key not in settings:
+            continue
+        value = settings[key]
+        if key == "performance":
+            value = {k: v for k, v in value.items() if _PERFORMANCE_KEYS[k] in given}
+        elif isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not None}
+        out[key] = value
+    return out
 
 
 def _given(param: str) -> bool:
@@ -42,6 +102,15 @@ def _gates(value: str) -> tuple[str, ...]:
 
 
 @click.command("gate")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A YAML file with the run's settings (keys as in the docs: baseline and candidate "
+    "with url or a launch block, matrix, gates, policy, ...); options given on the command "
+    "line override it.",
+)
 @click.option(
     "--baseline",
     "baseline_url",
@@ -195,6 +264,19 @@ def _gates(value: str) -> tuple[str, ...]:
     "from its recording; the performance gate is not measured against it.",
 )
 @click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".servegate") / "runs",
+    show_default=True,
+    help="Where the logs of engines servegate launches go (a folder per run).",
+)
+@click.option(
+    "--log-patterns",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A YAML catalogue of start-up log patterns added to the shipped one.",
+)
+@click.option(
     "--resume",
     "resume_ref",
     default=None,
@@ -210,8 +292,9 @@ def _gates(value: str) -> tuple[str, ...]:
 )
 @click.option("--show-info", is_flag=True, help="Also list informational findings.")
 def gate(
-    baseline_url: str,
-    candidate_url: str,
+    config_path: Path | None,
+    baseline_url: str | None,
+    candidate_url: str | None,
     replica_url: str | None,
     model: str | None,
     json_path: Path | None,
@@ -239,6 +322,8 @@ def gate(
     db: str,
     no_store: bool,
     baseline_run: str | None,
+    run_dir: Path,
+    log_patterns: Path | None,
     resume_ref: str | None,
     run_name: str | None,
     quiet: bool,
@@ -250,16 +335,25 @@ def gate(
     3 inconclusive (unreachable, too few samples, missing capability), 4 internal error.
     """
     if baseline_run is not None:
-        if baseline_url is not None or replica_url is not None or resume_ref is not None:
-            fail("--baseline-run replaces --baseline: give it with --candidate only", EXIT_USAGE)
+        if any(v is not None for v in (baseline_url, replica_url, resume_ref, config_path)):
+            fail(
+                "--baseline-run replaces --baseline: give it with --candidate only (not with "
+                "--baseline-replica, --resume or --config)",
+                EXIT_USAGE,
+            )
         if candidate_url is None:
             fail("--baseline-run NAME needs --candidate URL", EXIT_USAGE)
         if no_store:
             fail("--baseline-run needs the database that holds it: drop --no-store", EXIT_USAGE)
-    elif (baseline_url is None) != (candidate_url is None) or (
-        baseline_url is None and resume_ref is None
+    elif config_path is None and (
+        (baseline_url is None) != (candidate_url is None)
+        or (baseline_url is None and resume_ref is None)
     ):
-        fail("give both --baseline URL and --candidate URL (or --resume RUN alone)", EXIT_USAGE)
+        fail(
+            "give both --baseline URL and --candidate URL, or --config FILE (or --resume RUN "
+            "alone)",
+            EXIT_USAGE,
+        )
     if resume_ref is not None and no_store:
         fail("--resume needs the run's database: drop --no-store", EXIT_USAGE)
     try:
@@ -270,6 +364,7 @@ def gate(
     outputs = checked(
         {"json": json_path, "html": html_path, "markdown": markdown_path, "junit": junit_path}
     )
+    given = _given_options(click.get_current_context())
     try:
         store = None if no_store else open_engine(db)
         stored = None
@@ -277,46 +372,46 @@ def gate(
             stored = load_baseline(store, baseline_run)
             baseline_url = stored.endpoint_url
         cfg: GateConfig | None = None
-        if baseline_url is not None and candidate_url is not None:
-            policy = load_policy(policy_path) if policy_path else Policy()
-            cfg = validate(
-                GateConfig,
-                {
-                    "baseline": {
-                        "url": baseline_url,
-                        "api_key_env": baseline_api_key_env or api_key_env,
-                    },
-                    "candidate": {
-                        "url": candidate_url,
-                        "api_key_env": candidate_api_key_env or api_key_env,
-                    },
-                    "baseline_replica": (
-                        {"url": replica_url, "api_key_env": baseline_api_key_env or api_key_env}
-                        if replica_url
-                        else None
-                    ),
-                    "baseline_run": baseline_run,
-                    "model": model,
-                    "gates": gates,
-                    "suite": suite,
-                    "categories": categories or None,
-                    "request_deadline_s": deadline_s,
-                    "probe_deadline_s": probe_deadline_s,
-                    "run_deadline_s": run_deadline_s,
-                    "strict": strict,
-                    "hung_after_timeouts": hung_after,
-                    "impossible_prompt_words": impossible_words,
-                    "numerics_prompts": numerics_prompts,
-                    "performance": {
-                        "concurrency": perf_concurrency,
-                        "blocks": perf_blocks,
-                        "requests_per_block": perf_requests,
-                        "output_tokens": perf_output_tokens,
-                    },
-                    "policy": policy,
-                },
-                "command line",
-            )
+        settings: dict[str, Any] = {
+            "baseline": _endpoint(baseline_url, baseline_api_key_env or api_key_env),
+            "candidate": _endpoint(candidate_url, candidate_api_key_env or api_key_env),
+            "baseline_replica": (
+                {"url": replica_url, "api_key_env": baseline_api_key_env or api_key_env}
+                if replica_url
+                else None
+            ),
+            "model": model,
+            "gates": gates,
+            "suite": suite,
+            "categories": categories or None,
+            "request_deadline_s": deadline_s,
+            "probe_deadline_s": probe_deadline_s,
+            "run_deadline_s": run_deadline_s,
+            "strict": strict,
+            "hung_after_timeouts": hung_after,
+            "impossible_prompt_words": impossible_words,
+            "numerics_prompts": numerics_prompts,
+            "performance": {
+                "concurrency": perf_concurrency,
+                "blocks": perf_blocks,
+                "requests_per_block": perf_requests,
+                "output_tokens": perf_output_tokens,
+            },
+            "run_dir": run_dir,
+            "log_patterns": log_patterns,
+            "baseline_run": baseline_run,
+        }
+        if policy_path is not None or config_path is None:
+            settings["policy"] = load_policy(policy_path) if policy_path else Policy()
+        source = "command line"
+        if config_path is not None:
+            source = str(config_path)
+            settings = merge(read_gate_file(config_path), _only_given(settings, given))
+        if config_path is not None or baseline_url is not None:
+            for side, option in (("baseline", "--baseline"), ("candidate", "--candidate")):
+                if not settings.get(side):
+                    raise ConfigError(f"{option} URL is required (or a {side} in --config FILE)")
+            cfg = validate(GateConfig, settings, source)
         if stored is not None and cfg is not None:
             check_baseline_config(stored, cfg)
         point = None

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from servegate.config.models import Policy
+from servegate.config.models import GateConfig, Policy
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -57,3 +57,43 @@ def load_policy(path: Path) -> Policy:
     if data is None:
         data = {}
     return validate(Policy, data, str(path))
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _relative_to(folder: Path, value: Any) -> Any:
+    if isinstance(value, str) and value and not Path(value).is_absolute():
+        return str(folder / value)
+    return value
+
+
+def read_gate_file(path: Path) -> dict[str, Any]:
+    """The mapping of a `servegate gate --config` file (keys as in GateConfig). Relative paths
+    of `suite`, `log_patterns` and each launch's `cwd` are taken from the file's folder."""
+    data = read_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    unknown = sorted(str(k) for k in data if k not in GateConfig.model_fields)
+    if unknown:
+        raise ConfigError(f"{path}: {unknown[0]}: unknown key (known: "
+                          f"{', '.join(GateConfig.model_fields)})")  # fmt: skip
+    folder = path.parent
+    for key in ("suite", "log_patterns"):
+        if key in data:
+            data[key] = _relative_to(folder, data[key])
+    for side in ("baseline", "candidate", "baseline_replica"):
+        launch = data.get(side, {}).get("launch") if isinstance(data.get(side), dict) else None
+        if isinstance(launch, dict) and "cwd" in launch:
+            launch["cwd"] = _relative_to(folder, launch["cwd"])
+    return data

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveSeconds = Annotated[float, Field(gt=0.0)]
@@ -15,18 +16,57 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class EndpointConfig(_Frozen):
-    """One side of the comparison. The API key is named by variable, never stored."""
+PORT_PLACEHOLDER = "{port}"
+MANAGED_URL = "http://127.0.0.1:{port}/v1"
 
-    url: str
+
+class LaunchConfig(_Frozen):
+    """How servegate starts a managed engine: `{port}` in the command, environment or URL is
+    replaced by a free loopback port picked at launch."""
+
+    command: tuple[str, ...] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)  # added to servegate's own environment
+    cwd: Path | None = None
+    ready_timeout_s: PositiveSeconds = 300.0  # process start -> first successful completion
+    stop_timeout_s: PositiveSeconds = 10.0  # SIGTERM -> SIGKILL of its process group
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(shlex.split(value))
+        return value
+
+
+class EndpointConfig(_Frozen):
+    """One side of the comparison. The API key is named by variable, never stored. With a
+    `launch` block servegate starts the engine itself (the URL defaults to MANAGED_URL)."""
+
+    url: str | None = None
     api_key_env: str | None = None
+    launch: LaunchConfig | None = None
+    # Declared execution-path fields (engine version, hardware, TP, quantization, ...).
+    matrix: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"must start with http:// or https://, got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _url_or_launch(self) -> EndpointConfig:
+        if self.url is None and self.launch is None:
+            raise ValueError("give a url, or a launch block for servegate to start the engine")
+        if self.launch is None and self.url is not None and PORT_PLACEHOLDER in self.url:
+            raise ValueError(f"{PORT_PLACEHOLDER} in the url needs a launch block")
+        return self
+
+    @property
+    def url_template(self) -> str:
+        """The URL, `{port}` not yet replaced for a managed engine."""
+        return self.url if self.url is not None else MANAGED_URL
 
 
 def _key(default: Any, unit: str, reason: str, **constraints: Any) -> Any:
@@ -272,3 +312,7 @@ class GateConfig(_Frozen):
     strict: bool = False
     performance: PerformanceConfig = PerformanceConfig()
     policy: Policy = Policy()
+    # A managed engine's log goes to a folder per run under this one.
+    run_dir: Path = Path(".servegate") / "runs"
+    # A user catalogue of start-up log patterns, added to the shipped one.
+    log_patterns: Path | None = None

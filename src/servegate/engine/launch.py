@@ -1,9 +1,8 @@
 """Start the reference engine: llama-cpp-python's OpenAI server, optionally behind a fault proxy.
 
-Child processes run in their own session (Ctrl-C reaches only the parent, which stops them in
-order) and get SIGTERM from the kernel if the thread that started them dies
-(PR_SET_PDEATHSIG), so no engine outlives its owner. Call `start_engine` from a long-lived
-thread such as the main thread: the death signal follows the starting *thread*.
+Child processes are started by `process.spawn` (own session, PR_SET_PDEATHSIG), so no engine
+outlives its owner. Call `start_engine` from a long-lived thread such as the main thread: the
+death signal follows the starting *thread*.
 
 Determinism: llama-cpp-python keeps the previous request's KV cache and re-evaluates only the
 tokens after the longest common prefix, so a chat sent twice in a row can flip greedy tokens
@@ -14,11 +13,8 @@ prompt evaluation: outputs then matched on every repeat and across fresh servers
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,20 +27,12 @@ from types import TracebackType
 from servegate.engine.errors import EngineStartError, UnknownNameError
 from servegate.engine.faults import FAULTS, FaultOptions, options_argv
 from servegate.engine.model import shipped_model_path
+from servegate.engine.process import free_port, log_tail, spawn, stop
 from servegate.engine.variants import VARIANTS, variant_gguf
 
 MODEL_ALIAS = "smollm2-135m-instruct"
 RESET_PROMPT = "0"
 CONTEXT_TOKENS = 4096
-_PR_SET_PDEATHSIG = 1
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that the OS reports free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def llama_command(gguf: Path, port: int, extra_args: tuple[str, ...] = ()) -> list[str]:
@@ -64,45 +52,6 @@ def llama_command(gguf: Path, port: int, extra_args: tuple[str, ...] = ()) -> li
         "--n_ctx", str(CONTEXT_TOKENS),
         *extra_args,
     ]  # fmt: skip
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    # Runs in the child between fork and exec; the death signal survives exec.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    parent_pid = os.getpid()
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=lambda: _die_with_parent(parent_pid),
-        )
-
-
-def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def answers_completion(base_url: str, timeout_s: float = 30.0) -> bool:
@@ -154,7 +103,7 @@ class RunningEngine:
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the children (proxy first), SIGKILL after `grace_s`; safe to call twice."""
         for process in reversed(self._processes):
-            _stop(process, grace_s)
+            stop(process, grace_s)
 
     def __enter__(self) -> RunningEngine:
         return self
@@ -192,7 +141,7 @@ def start_engine(
     public_port = port or free_port()
     llama_port = free_port() if fault else public_port
     began = time.perf_counter()
-    processes = [_spawn(llama_command(gguf, llama_port, chosen.server_args), log_path)]
+    processes = [spawn(llama_command(gguf, llama_port, chosen.server_args), log_path)]
     if fault:
         upstream = f"http://127.0.0.1:{llama_port}"
         proxy_argv = [
@@ -200,7 +149,7 @@ def start_engine(
             *("--port", str(public_port), "--upstream", upstream),
             *options_argv(fault_options or FaultOptions()),
         ]
-        processes.append(_spawn(proxy_argv, log_path))
+        processes.append(spawn(proxy_argv, log_path))
     engine = RunningEngine(
         variant=variant, fault=fault, port=public_port, processes=processes, log_path=log_path
     )
@@ -218,13 +167,13 @@ def _wait_ready(engine: RunningEngine, deadline: float) -> None:
         if not engine.alive():
             raise EngineStartError(
                 f"engine {engine.variant} exited during start-up; log {engine.log_path}:\n"
-                + _log_tail(engine.log_path)
+                + log_tail(engine.log_path)
             )
         if answers_completion(engine.base_url, timeout_s=10.0):
             return
         if time.perf_counter() > deadline:
             raise EngineStartError(
                 f"engine {engine.variant} did not answer a completion in time; "
-                f"log {engine.log_path}:\n" + _log_tail(engine.log_path)
+                f"log {engine.log_path}:\n" + log_tail(engine.log_path)
             )
         time.sleep(0.25)

@@ -10,6 +10,7 @@ from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
 from servegate.gates.recording import NullRecorder, Recorder, RecordingEndpoint
+from servegate.gates.startup_launch import LaunchEvidence
 
 Api = Literal["chat", "completions"]
 
@@ -55,6 +56,8 @@ class EndpointPair:
     hung_after: int = 2
     # A request the baseline answered gets max(deadline, this × the baseline's latency).
     timeout_factor: float = 3.0
+    # What starting each managed side showed ("baseline", "candidate"); empty when none was.
+    launches: Mapping[str, LaunchEvidence] = field(default_factory=dict)
     _timeouts_in_a_row: dict[str, int] = field(default_factory=dict)
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.capabilities import Capability, discover
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
+from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
 from servegate.verdict.judgement import check, gate_result, not_measured
 from servegate.verdict.model import Finding, GateResult, Severity
 
@@ -44,6 +45,9 @@ class StartupEvidence:
     candidate: SideEvidence
     impossible_words: int
     impossible_deadline_s: float
+    # Managed sides only: what starting the engine showed (times, log pattern hits).
+    baseline_launch: LaunchEvidence | None = None
+    candidate_launch: LaunchEvidence | None = None
 
 
 def _model_ids(resp: RawResponse) -> tuple[str, ...]:
@@ -107,7 +111,14 @@ async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
     """Probe both sides, baseline first."""
     baseline = await _side(pair, pair.baseline, cfg)
     candidate = await _side(pair, pair.candidate, cfg)
-    return StartupEvidence(baseline, candidate, cfg.impossible_prompt_words, cfg.probe_deadline_s)
+    return StartupEvidence(
+        baseline,
+        candidate,
+        cfg.impossible_prompt_words,
+        cfg.probe_deadline_s,
+        baseline_launch=pair.launches.get(pair.baseline.name),
+        candidate_launch=pair.launches.get(pair.candidate.name),
+    )
 
 
 def _rejected_fast(side: SideEvidence, policy: Policy) -> bool:
@@ -206,6 +217,7 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
         "candidate_impossible_ms": round(c.impossible_ms, 1),
         "baseline_impossible_status": b.impossible.status,
         "candidate_impossible_status": c.impossible.status,
+        **launch_metrics(ev.baseline_launch, ev.candidate_launch),
     }
     details = {
         "capabilities": {
@@ -324,6 +336,9 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
                 f"no answer in time: {', '.join(unknown)}",
             )
         )
+    launch_checks, launch_findings = judge_launch(ev.baseline_launch, ev.candidate_launch)
+    checks += launch_checks
+    findings += launch_findings
     hang = [f for f in impossible if f.category == "timeout"]
     checks.append(
         check(

@@ -47,6 +47,7 @@ svg .point{fill:#1f77b4}svg .point-blocking{fill:#c62828}
 """.strip()
 
 _NAV = (
+    ("changes", "What changed"),
     ("correctness", "Correctness"),
     ("performance", "Performance"),
     ("texts", "Texts"),
@@ -84,6 +85,7 @@ def render_html(
     body = [
         s.verdict(report),
         f"<nav>{nav}</nav>",
+        s.what_changed(report),
         s.gates(report),
         s.correctness(report),
         s.performance(report),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
+from servegate.reports.changes import changes, launch_lines, summary
 from servegate.reports.plain import plain
 from servegate.verdict.model import Finding, GateResult, Report, Status
 
@@ -157,6 +158,7 @@ def side_by_side(report: Report) -> str:
 def environment(report: Report) -> str:
     sides = (report.baseline, report.candidate)
     keys = sorted({k for fp in sides for k in fp.matrix})
+    env_keys = sorted({k for fp in sides for k in fp.environment})
     rows = [
         ("url", *(esc(fp.url) for fp in sides)),
         ("model", *(esc(fp.model) for fp in sides)),
@@ -164,9 +166,28 @@ def environment(report: Report) -> str:
         ("models listed", *(esc(", ".join(fp.models)) for fp in sides)),
     ]
     rows += [(esc(k), *(esc(fp.matrix.get(k, "-")) for fp in sides)) for k in keys]
+    rows += [(esc(k), *(esc(fp.environment.get(k, "-")) for fp in sides)) for k in env_keys]
     return section(
         "environment", "Environment fingerprints", table(("field", "baseline", "candidate"), rows)
     )
+
+
+def what_changed(report: Report) -> str:
+    """The fingerprint diff and how each launched engine came up: the top of the page."""
+    rows, compared = changes(report)
+    parts = [
+        table(
+            ("field", "baseline", "candidate"),
+            [(esc(r.field), esc(r.baseline), esc(r.candidate)) for r in rows],
+        )
+        if rows
+        else note(f"What changed: {summary(compared, 0)}")
+    ]
+    launches = launch_lines(report)
+    if launches:
+        items = "".join(f"<li>{esc(x)}</li>" for x in launches)
+        parts.append(f"<p>Launched by servegate:</p><ul>{items}</ul>")
+    return section("changes", "What changed", *parts)
 
 
 def _finding_row(g: GateResult, f: Finding) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from servegate.reports.changes import changes, launch_lines, summary
 from servegate.reports.plain import clip, plain
 from servegate.verdict.model import Finding, GateResult, Report, Status
 
@@ -74,6 +75,20 @@ def _head(report: Report) -> list[str]:
         + f" · {report.duration_s:.1f} s · {inline(report.tool)}"
         f" · report schema {report.schema_version}"
     )
+    return lines + _what_changed(report)
+
+
+def _what_changed(report: Report) -> list[str]:
+    rows, compared = changes(report)
+    lines = ["", "### What changed", ""]
+    if rows:
+        table = [(inline(r.field), inline(r.baseline), inline(r.candidate)) for r in rows]
+        lines += _table(("field", "baseline", "candidate"), table)
+    else:
+        lines.append(f"_{inline(summary(compared, 0))}_")
+    launches = launch_lines(report)
+    if launches:
+        lines += ["", "Launched by servegate:", "", *(f"- {inline(x)}" for x in launches)]
     return lines
 
 

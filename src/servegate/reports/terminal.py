@@ -6,6 +6,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from servegate.reports.changes import changes, launch_lines, summary
 from servegate.reports.plain import plain
 from servegate.verdict.model import Report, Severity, Status
 
@@ -43,7 +44,7 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
     for g in report.gates:
         status = Text(str(g.status), STATUS_STYLE[g.status])
         gates.add_row(_plain(g.name), status, _plain(g.summary))
-    parts: list[Table | Text] = [header, gates]
+    parts: list[Table | Text] = [header, *_what_changed(report), gates]
     if report.correctness:
         table = Table(title="Correctness Report", title_justify="left")
         for col in ("metric", "baseline", "candidate", "threshold", "status"):
@@ -87,6 +88,25 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
             parts.append(Text(f"… {len(findings) - max_findings} more findings in the JSON report"))
     parts.append(verdict)
     return Group(*parts)
+
+
+def _what_changed(report: Report) -> list[Table | Text]:
+    """The fingerprint diff and the launch lines: first thing after the header."""
+    rows, compared = changes(report)
+    out: list[Table | Text] = []
+    if rows:
+        table = Table(title="What changed", title_justify="left")
+        for col in ("field", "baseline", "candidate"):
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(_plain(row.field), _plain(row.baseline), _plain(row.candidate))
+        out.append(table)
+    else:
+        out.append(_plain(f"What changed: {summary(compared, 0)}"))
+    launches = launch_lines(report)
+    if launches:
+        out.append(_plain("Launched by servegate:\n" + "\n".join(f"  {x}" for x in launches)))
+    return out
 
 
 def _performance(report: Report) -> list[Table | Text]:

@@ -21,6 +21,7 @@ ROWS = (
     "severe degeneration",
     "long-context recall",
     "hangs",
+    "start-up log",
 )
 
 

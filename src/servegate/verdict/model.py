@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
 
 # 2: the Performance Report (`performance`), and `ratio`/`interval` on checks.
-SCHEMA_VERSION = 2
+# 3: environment fingerprints (`environment`) and managed launches (`launch`) on each side.
+SCHEMA_VERSION = 3
 
 
 def safe_json(model: BaseModel, indent: int | None = None) -> str:
@@ -145,14 +146,34 @@ class PerformanceRow(_Frozen):
     definition: str
 
 
+class LaunchRecord(_Frozen):
+    """A side servegate started itself: the command, its log, and how start-up went. Times are
+    from process start; memory is the largest sample (every 0.5 s) over the whole run."""
+
+    command: str
+    log_path: str
+    outcome: str  # ready, exited, not-found, port-taken, timeout
+    message: str
+    pid: int | None = None  # the process servegate started, stopped when the run ended
+    load_s: float | None = None  # process start -> port accepts connections
+    ready_s: float | None = None  # process start -> first successful completion
+    peak_rss_mb: float | None = None
+    gpu_memory_mb: float | None = None
+    gpu_note: str = ""  # why GPU memory was not measured
+
+
 class Fingerprint(_Frozen):
-    """What was compared: URL without secrets, model, server version, declared matrix fields."""
+    """What was compared: URL without secrets, model, server version, declared matrix fields,
+    and the environment servegate found (flat `key: value`, e.g. `python.torch`, `gpu.driver`,
+    `server.max_context`)."""
 
     url: str
     model: str | None = None
     version: str | None = None
     models: tuple[str, ...] = ()
     matrix: dict[str, str] = Field(default_factory=dict)
+    environment: dict[str, str] = Field(default_factory=dict)
+    launch: LaunchRecord | None = None
     # Set when this side was not asked live: the stored baseline that answered, and when it was
     # recorded (`servegate gate --baseline-run NAME`).
     stored_baseline: str | None = None

@@ -59,7 +59,8 @@ def _dump(db: Path) -> list[str]:
          "no baseline 'v2' in {db} (see `servegate baseline list`)"),
         (gate, ["--baseline-run", "v1", "--candidate", "http://127.0.0.1:9/v1", "--baseline",
                 "http://127.0.0.1:8/v1"],
-         "--baseline-run replaces --baseline: give it with --candidate only"),
+         "--baseline-run replaces --baseline: give it with --candidate only (not with "
+         "--baseline-replica, --resume or --config)"),
         (gate, ["--baseline-run", "v1"], "--baseline-run NAME needs --candidate URL"),
         (gate, ["--baseline-run", "v1", "--candidate", "http://127.0.0.1:9/v1", "--no-store"],
          "--baseline-run needs the database that holds it: drop --no-store"),

@@ -60,6 +60,10 @@ async def test_a_gate_run_is_recorded_in_postgresql_and_listed(
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["exit_code"] == code
     served = len(baseline.requests) + len(candidate.requests)
+    # The environment fingerprint asks each side about itself once; those are not probes.
+    fingerprint = ("/version", "/info", "/props", "/metrics", "/v1/models")
+    asked = [r.path for s in (baseline, candidate) for r in s.requests if r.path in fingerprint]
+    assert len(asked) == 2 * 6  # /v1/models twice: the preflight and the fingerprint
 
     engine = create_engine(postgres_url)
     try:
@@ -73,8 +77,8 @@ async def test_a_gate_run_is_recorded_in_postgresql_and_listed(
     assert (run_id, state, verdict) == (report["run_id"], "finished", report["verdict"])
     assert pid not in (None, os.getpid())  # the servegate process that ran the gate
     assert gates == ["golden"]
-    # Every request the servers answered is a row, but the preflight GET /models to each side.
-    assert recorded == served - 2 > 0
+    # Every request the servers answered is a row, but the preflight and the fingerprint.
+    assert recorded == served - len(asked) > 0
 
     code, out, err = await _servegate("runs", "--db", postgres_url, "--json")
     assert code == 0, err

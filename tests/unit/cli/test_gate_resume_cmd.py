@@ -22,6 +22,10 @@ def _db_with_a_finished_run(db: Path) -> str:
     return writer.run_id
 
 
+# Without both URLs, a --config file or --resume there is nothing to compare.
+NOTHING = "give both --baseline URL and --candidate URL, or --config FILE (or --resume RUN alone)"
+
+
 def _dump(db: Path) -> list[str]:
     with sqlite3.connect(db) as conn:
         return list(conn.iterdump())
@@ -33,11 +37,8 @@ def _dump(db: Path) -> list[str]:
         (["--resume", "nosuchrun"], "no run nosuchrun in {db} (see `servegate runs`)"),
         (["--resume", "{run}"], "run {run} finished with verdict pass: nothing to resume"),
         (["--resume", "{run}", "--no-store"], "--resume needs the run's database: drop --no-store"),
-        (
-            ["--baseline", "http://127.0.0.1:9/v1"],
-            "give both --baseline URL and --candidate URL (or --resume RUN alone)",
-        ),
-        ([], "give both --baseline URL and --candidate URL (or --resume RUN alone)"),
+        (["--baseline", "http://127.0.0.1:9/v1"], NOTHING),
+        ([], NOTHING),
     ],
     ids=["unknown-run", "finished-run", "no-store", "baseline-only", "nothing"],
 )

@@ -21,6 +21,7 @@ def test_sections_follow_the_report(failing_report: Report) -> None:
     text = render_markdown(failing_report)
     heads = [line for line in text.splitlines() if line.startswith("### ")]
     assert heads == [
+        "### What changed",
         "### Gates",
         "### Correctness Report",
         "### Findings that block (2)",
@@ -39,7 +40,7 @@ def test_info_findings_are_not_listed_as_blocking(failing_report: Report) -> Non
 def test_every_table_row_keeps_its_column_count(failing_report: Report) -> None:
     text = render_markdown(failing_report)
     tables = [t.splitlines() for t in re.findall(r"^(\|.*?)\n(?!\|)", text, flags=re.M | re.S)]
-    assert [t[0].split(" | ")[0] for t in tables] == ["| gate", "| metric", "| gate"]
+    assert [t[0].split(" | ")[0] for t in tables] == ["| field", "| gate", "| metric", "| gate"]
     for rows in tables:
         # An unescaped pipe adds a column: count the separators that are not escaped.
         counts = {len(re.findall(r"(?<!\\)\|", row)) for row in rows}
@@ -112,5 +113,5 @@ def test_a_commonmark_renderer_makes_no_element_from_server_text(failing_report:
     tags = set(re.findall(r"<([a-z0-9]+)", html))
     assert tags <= {"h2", "h3", "h4", "p", "strong", "ul", "li", "table", "thead", "tbody", "tr",
                     "th", "td", "pre", "code", "details", "summary"}  # fmt: skip
-    assert html.count("<table>") == 3
+    assert html.count("<table>") == 4  # what changed, gates, correctness, drift
     assert "model smol &lt;script&gt;document.title='pwned'" in html
