@@ -14,7 +14,9 @@ from servegate.cli.console import fail
 from servegate.load.arrival import Arrival, closed_loop, open_loop
 from servegate.load.replay import ReplayError, ReplayTraffic, read_replay
 from servegate.load.result import BenchBounds
+from servegate.load.server_metrics import INTERVAL_S, METRICS_PATH
 from servegate.load.slo import SLO, SLOError, parse_slo
+from servegate.load.sweep import ATTAINMENT
 from servegate.load.workload import SyntheticWorkload
 from servegate.runner import normalise_url
 
@@ -35,6 +37,9 @@ class Plan:
     synthetic: SyntheticWorkload | None
     traffic: ReplayTraffic | None
     time_scale: float
+    metrics_path: str | None = METRICS_PATH  # None: the server's /metrics is not scraped
+    metrics_interval_s: float = INTERVAL_S
+    slo_attainment: float = ATTAINMENT
 
 
 def _positive_ints(option: str, text: str) -> tuple[int, ...]:
@@ -120,6 +125,9 @@ def make_plan(
     slo_text: str | None,
     deadline_s: float,
     logprobs: bool = False,
+    metrics_path: str | None = METRICS_PATH,
+    metrics_interval_s: float = INTERVAL_S,
+    slo_attainment: float = ATTAINMENT,
 ) -> Plan:
     """Check every option (and read the replay file whole); exits 2 on the first problem."""
     if workload_name not in WORKLOADS:
@@ -141,6 +149,15 @@ def make_plan(
     _check_number(
         "--time-scale", 1.0 if time_scale is None else time_scale, minimum=0, inclusive=False
     )
+    _check_number("--metrics-interval-s", metrics_interval_s, minimum=0, inclusive=False)
+    if not (math.isfinite(slo_attainment) and 0 < slo_attainment <= 1):
+        fail(f"--slo-attainment: {slo_attainment:g} must be in (0, 1]", EXIT_USAGE)
+    if metrics_path is not None and not metrics_path.startswith(("/", "../")):
+        fail(
+            f"--metrics-path: {metrics_path!r} must be a path on the endpoint's server "
+            "(e.g. /metrics)",
+            EXIT_USAGE,
+        )
     try:
         slo = parse_slo(slo_text) if slo_text is not None else None
     except SLOError as exc:
@@ -169,4 +186,7 @@ def make_plan(
         else None,
         traffic=traffic,
         time_scale=time_scale or 1.0,
+        metrics_path=metrics_path,
+        metrics_interval_s=metrics_interval_s,
+        slo_attainment=slo_attainment,
     )
