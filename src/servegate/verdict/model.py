@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
 
 # 2: the Performance Report (`performance`), and `ratio`/`interval` on checks.
-SCHEMA_VERSION = 2
+# 3: `performance_evidence`: what was measured under load beside the judged rows (server gauges).
+SCHEMA_VERSION = 3
 
 
 def safe_json(model: BaseModel, indent: int | None = None) -> str:
@@ -145,6 +146,17 @@ class PerformanceRow(_Frozen):
     definition: str
 
 
+class EvidenceRow(_Frozen):
+    """A line of the Performance Report shown as evidence, not judged: e.g. the server's own
+    KV-cache usage during the load blocks, or why it was not measured."""
+
+    metric: str
+    gate: str
+    baseline: str
+    candidate: str
+    definition: str
+
+
 class Fingerprint(_Frozen):
     """What was compared: URL without secrets, model, server version, declared matrix fields."""
 
@@ -178,4 +190,5 @@ class Report(_Frozen):
     gates: tuple[GateResult, ...]
     correctness: tuple[CorrectnessRow, ...] = ()
     performance: tuple[PerformanceRow, ...] = ()
+    performance_evidence: tuple[EvidenceRow, ...] = ()
     definitions: dict[str, str] = Field(default_factory=dict)
