@@ -5,7 +5,7 @@ is both significant (one-sided Mann-Whitney U below `significance_alpha`) and be
 (stats.classification); the ratio's seeded bootstrap interval is shown beside it. The unit of every
 comparison is the load block, not the request: requests of one block share the machine's state, so
 one block disturbed by another process moves a block statistic once instead of making ten
-"independent" slow requests (measured: clean vs clean on the reference engine failed 2 runs of 2
+"independent" slow requests (measured: clean vs clean on the reference engine failed 2 runs of 3
 when latencies were tested per request, RESULTS.md). Too few samples is *not measured*, never a
 pass: TTFT, E2EL and the error rate are core, so the gate is then inconclusive. Answers under load
 are checked twice: by the load checks (paired with the baseline's answer to the same request), and
