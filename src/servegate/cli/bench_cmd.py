@@ -123,6 +123,13 @@ def _relative(path: str) -> str:
     help="Open loop: one step per request rate (requests/s).",
 )
 @click.option(
+    "--ramp",
+    "ramp_text",
+    default=None,
+    metavar="FROM:TO",
+    help="Open loop whose rate moves linearly from FROM to TO requests/s over the step.",
+)
+@click.option(
     "--arrival", default=None, metavar="poisson|gamma", help="Open-loop gaps (default poisson)."
 )
 @click.option(
@@ -238,6 +245,7 @@ def bench_command(
     model: str | None,
     concurrency: str | None,
     rate: str | None,
+    ramp_text: str | None,
     arrival: str | None,
     burstiness: float | None,
     requests: int,
@@ -288,6 +296,7 @@ def bench_command(
         metrics_path=None if no_server_metrics else _relative(metrics_path),
         metrics_interval_s=metrics_interval_s,
         slo_attainment=slo_attainment,
+        ramp_text=ramp_text,
     )
     try:
         with bench_progress(stderr, not quiet) as progress:

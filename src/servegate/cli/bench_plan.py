@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.cli.console import fail
-from servegate.load.arrival import Arrival, closed_loop, open_loop
+from servegate.load.arrival import Arrival, closed_loop, open_loop, ramp
 from servegate.load.replay import ReplayError, ReplayTraffic, read_replay
 from servegate.load.result import BenchBounds
 from servegate.load.server_metrics import INTERVAL_S, METRICS_PATH
@@ -76,9 +76,20 @@ def _arrivals(
     seed: int,
     traffic: ReplayTraffic | None,
     time_scale: float,
+    ramp_text: str | None = None,
 ) -> tuple[Arrival, ...]:
     if concurrency is not None and rate is not None:
         fail("choose --concurrency (closed loop) or --rate (open loop), not both", EXIT_USAGE)
+    if ramp_text is not None:
+        if concurrency is not None or rate is not None or arrival is not None:
+            fail(
+                "--ramp is its own open loop: drop --concurrency, --rate and --arrival", EXIT_USAGE
+            )
+        first, sep, last = ramp_text.partition(":")
+        if not sep:
+            fail(f"--ramp: {ramp_text!r} is not FROM:TO requests/s (e.g. 1:8)", EXIT_USAGE)
+        start, end = _positive_floats("--ramp", f"{first},{last}")
+        return (ramp(start, end, seed=seed),)
     if arrival is not None and arrival not in ("poisson", "gamma"):
         fail(f"--arrival: unknown {arrival!r}; choose poisson or gamma", EXIT_USAGE)
     if arrival is not None and rate is None:
@@ -128,6 +139,7 @@ def make_plan(
     metrics_path: str | None = METRICS_PATH,
     metrics_interval_s: float = INTERVAL_S,
     slo_attainment: float = ATTAINMENT,
+    ramp_text: str | None = None,
 ) -> Plan:
     """Check every option (and read the replay file whole); exits 2 on the first problem."""
     if workload_name not in WORKLOADS:
@@ -172,7 +184,7 @@ def make_plan(
         url=normalise_url(url),
         model=model,
         arrivals=_arrivals(
-            concurrency, rate, arrival, burstiness, seed, traffic, time_scale or 1.0
+            concurrency, rate, arrival, burstiness, seed, traffic, time_scale or 1.0, ramp_text
         ),
         bounds=BenchBounds(
             requests=requests, duration_s=duration_s, warmup=warmup, deadline_s=deadline_s
