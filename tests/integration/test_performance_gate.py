@@ -96,3 +96,16 @@ def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: P
     # Both servers answer every prompt the same alone and under load.
     assert checks["agreement_under_load"]["outcome"] == "pass"
     assert checks["agreement_under_load"]["candidate"] == "0/8 differ"
+    # Each server's own /metrics (its streams past and inside their TTFT, under vLLM's names)
+    # was scraped during each of its 6 blocks: evidence beside the judged rows; a closed loop of
+    # 4 streams never has more than 4 at the server.
+    evidence = {r["metric"]: r for r in report["performance_evidence"]}
+    for row in (evidence["server requests running"], evidence["server requests waiting"]):
+        for side in ("baseline", "candidate"):
+            shown = row[side]
+            assert "(vllm:num_requests_" in shown, row
+            assert 0 <= float(shown.split("max ")[1].split(" ")[0]) <= 4
+            assert int(shown.split(", ")[-1].removesuffix(" scrapes)")) >= 6
+    assert evidence["server kv cache usage"]["baseline"] == (
+        "not measured: the server does not export it"
+    )

@@ -88,6 +88,7 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
             replay_offsets_s=offsets,
             progress=progress,
             server=server,
+            server_interval_s=plan.metrics_interval_s,
             slo_attainment=plan.slo_attainment,
         )
     finally:

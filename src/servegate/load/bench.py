@@ -20,7 +20,7 @@ from servegate.load.lengths import check_lengths
 from servegate.load.metrics import measure, summarise
 from servegate.load.monitor import judge_client
 from servegate.load.result import BenchBounds, BenchResult, StepResult
-from servegate.load.server_metrics import Scrape, summarise_server
+from servegate.load.server_metrics import INTERVAL_S, Scrape, summarise_server
 from servegate.load.slo import SLO
 from servegate.load.sweep import ATTAINMENT, sweep_limit
 from servegate.load.workload import Workload, WorkSource
@@ -89,6 +89,7 @@ async def bench(
     replay_offsets_s: Sequence[float] | None = None,
     progress: BenchProgress | None = None,
     server: Scrape | None = None,
+    server_interval_s: float = INTERVAL_S,
     slo_attainment: float = ATTAINMENT,
 ) -> BenchResult:
     """Run every step in order and return the result (steps with errors are results too)."""
@@ -113,6 +114,7 @@ async def bench(
             replay_offsets_s=replay_offsets_s,
             progress=report,
             server=server,
+            server_interval_s=server_interval_s,
         )
         index = evidence.next_index
         steps.append(evaluate_step(evidence, slo))
