@@ -88,7 +88,7 @@ def test_a_server_with_half_again_the_ttft_fails_on_ttft_p95_with_its_interval(
 
 
 def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: Path) -> None:
-    code, report, _ = _gate(stream_server(TTFT_MS), stream_server(TTFT_MS), tmp_path / "r.json")
+    code, report, shown = _gate(stream_server(TTFT_MS), stream_server(TTFT_MS), tmp_path / "r.json")
     checks = _checks(report)
     assert code == 0, report["gates"][0]["summary"]
     for name in ("ttft_ms", "e2el_ms", "tpot_ms", "output_tokens_per_s", "error_rate"):
@@ -109,3 +109,4 @@ def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: P
     assert evidence["server kv cache usage"]["baseline"] == (
         "not measured: the server does not export it"
     )
+    assert "Under load, not judged" in shown
