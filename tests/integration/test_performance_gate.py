@@ -102,10 +102,10 @@ def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: P
     evidence = {r["metric"]: r for r in report["performance_evidence"]}
     for row in (evidence["server requests running"], evidence["server requests waiting"]):
         for side in ("baseline", "candidate"):
-            shown = row[side]
-            assert "(vllm:num_requests_" in shown, row
-            assert 0 <= float(shown.split("max ")[1].split(" ")[0]) <= 4
-            assert int(shown.split(", ")[-1].removesuffix(" scrapes)")) >= 6
+            cell = row[side]
+            assert "(vllm:num_requests_" in cell, row
+            assert 0 <= float(cell.split("max ")[1].split(" ")[0]) <= 4
+            assert int(cell.split(", ")[-1].removesuffix(" scrapes)")) >= 6
     assert evidence["server kv cache usage"]["baseline"] == (
         "not measured: the server does not export it"
     )

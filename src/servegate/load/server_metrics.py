@@ -1,11 +1,12 @@
 """The server's own view of a load phase: gauges scraped from its Prometheus `/metrics` endpoint.
 
 Evidence beside the client's numbers, never judged here: how full the KV cache was, how many
-requests the server ran at once and how many it kept waiting. `ServerSampler` scrapes while a
-step's measured phase runs (first at its start, then every `interval_s`); a server without the
-endpoint, or whose endpoint has none of the known gauges, is *not measured*, with the reason —
-never an error and never a zero. The first failed scrape stops the sampling of that step, so a
-server that has no `/metrics` gets one request per step, not one per second.
+requests the server ran at once and how many it kept waiting. `ServerSampler` scrapes once right
+before a step's measured phase starts (awaited, so no request of the load waits behind it), then
+every `interval_s` while it runs; a server without the endpoint, or whose endpoint has none of the
+known gauges, is *not measured*, with the reason — never an error and never a zero. A failed
+first scrape stops the sampling of that step, so a server that has no `/metrics` gets one request
+per step, not one per second.
 
 Names (`GAUGES`), newest first where a server renamed one: vLLM `vllm:kv_cache_usage_perc`
 (formerly `vllm:gpu_cache_usage_perc`; a fraction, 1 = full, despite the name),
@@ -161,10 +162,11 @@ class ServerSampler:
         self._failures: list[str] = []
         self._scrapes = 0
         self._task: asyncio.Task[None] | None = None
-        self._answered = asyncio.Event()
 
     async def __aenter__(self) -> ServerSampler:
-        if self._scrape is not None:
+        # The first scrape is awaited before the phase starts: it opens the connection and finds
+        # out whether there is anything to scrape, so no request of the load waits behind it.
+        if self._scrape is not None and await self._once(self._scrape):
             self._task = asyncio.create_task(self._run(self._scrape))
         return self
 
@@ -175,27 +177,26 @@ class ServerSampler:
         tb: TracebackType | None,
     ) -> None:
         if self._task is not None:
-            if not self._answered.is_set():  # a short phase: let the first scrape finish
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._answered.wait(), SCRAPE_DEADLINE_S + 1.0)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    async def _once(self, scrape: Scrape) -> bool:
+        """One scrape; False when it failed."""
+        self._scrapes += 1
+        try:
+            self._readings.append(read_gauges(await scrape()))
+        except ScrapeError as exc:
+            self._failures.append(str(exc))
+            return False
+        return True
+
     async def _run(self, scrape: Scrape) -> None:
+        next_at = time.perf_counter() + self._interval_s  # a grid: a slow scrape shifts nothing
         while True:
-            began = time.perf_counter()
-            self._scrapes += 1
-            try:
-                self._readings.append(read_gauges(await scrape()))
-            except ScrapeError as exc:
-                self._failures.append(str(exc))
-                if not self._readings:
-                    self._answered.set()
-                    return  # nothing there: do not ask again during this phase
-            self._answered.set()
-            left = self._interval_s - (time.perf_counter() - began)
-            await asyncio.sleep(max(left, 0.0))
+            await asyncio.sleep(max(next_at - time.perf_counter(), 0.0))
+            next_at += self._interval_s
+            await self._once(scrape)
 
     def evidence(self) -> ServerEvidence | None:
         if self._scrape is None:

@@ -141,7 +141,9 @@ async def test_a_refused_connection_is_not_measured_never_an_error() -> None:
     assert summary.reason.startswith("GET /metrics: ")
 
 
-async def test_a_phase_shorter_than_the_first_scrape_still_gets_it(serve: Serve) -> None:
+async def test_a_phase_shorter_than_the_interval_keeps_the_scrape_taken_as_it_started(
+    serve: Serve,
+) -> None:
     handler, _ = _counting(["tgi_queue_size 3\ntgi_batch_current_size 5\n"])
     summary = summarise_server([await _sample(await serve(handler), 0.0, interval_s=10)])
     assert summary.measured
