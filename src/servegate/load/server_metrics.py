@@ -239,7 +239,9 @@ class ServerMetrics(BaseModel):
         if not self.measured:
             return f"not measured: {self.reason}"
         return "; ".join(
-            f"{g.key} mean {g.mean:.3g}, max {g.max:.3g} ({g.source})" for g in self.gauges
+            f"{g.key} mean {g.mean:.3g}, max {g.max:.3g} ({g.source}, "
+            f"{g.samples} scrape{'s' if g.samples != 1 else ''})"
+            for g in self.gauges
         )
 
 

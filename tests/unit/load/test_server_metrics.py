@@ -92,7 +92,10 @@ async def test_vllm_gauges_are_sampled_while_the_phase_runs(serve: Serve) -> Non
     # Two engines: the fuller one counts.
     assert gauges["kv_cache_usage"].max == pytest.approx(0.4)
     assert 1 < gauges["requests_running"].mean < 4
-    assert "requests_running mean" in summary.describe()
+    running = gauges["requests_running"]
+    assert f"requests_running mean {running.mean:.3g}, max 4 (vllm:num_requests_running, " in (
+        summary.describe()
+    )
 
 
 async def test_no_metrics_endpoint_is_not_measured_after_one_request(serve: Serve) -> None:
