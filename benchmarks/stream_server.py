@@ -235,8 +235,28 @@ class Connection(asyncio.Protocol):
             self._reply([r.as_dict() for r in records])
         elif method == "GET" and path in ("/health", "/v1/health"):
             self._reply({"status": "ok"})
+        elif method == "GET" and path == "/metrics":
+            self._reply_text(self._metrics())
         else:
             self._reply({"error": {"message": f"no route {method} {path}"}}, status=404)
+
+    def _metrics(self) -> str:
+        """Streams past their TTFT and streams still inside it, under vLLM's gauge names."""
+        return (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="bench"}} {len(self.server.running)}\n'
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f'vllm:num_requests_waiting{{model_name="bench"}} {len(self.server.waiting)}\n'
+        )
+
+    def _reply_text(self, text: str) -> None:
+        payload = text.encode()
+        assert self.transport is not None
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+        )
+        self._idle()
 
     def _reply(self, obj: Any, status: int = 200) -> None:
         payload = json.dumps(obj).encode()

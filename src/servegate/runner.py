@@ -39,7 +39,7 @@ from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
 from servegate.verdict.judgement import gate_result
 from servegate.verdict.model import Fingerprint, GateResult, LaunchRecord, Report, Status
-from servegate.verdict.performance import performance_table
+from servegate.verdict.performance import performance_evidence, performance_table
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
 
 ProgressFn = Callable[[str, int, int, str], None]
@@ -574,6 +574,7 @@ async def _run(
                 gates=tuple(results),
                 correctness=correctness_table(results),
                 performance=performance_table(results),
+                performance_evidence=performance_evidence(results),
                 definitions=DEFINITIONS,
             )
             if writer is not None:

@@ -97,6 +97,8 @@ def sweep(stream_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
         "--slo",
         f"ttft_ms={TTFT_MS - 1}",
         "--logprobs",  # each chunk then says how many tokens it carries
+        "--metrics-interval-s",
+        "0.05",
         "--json",
         str(out),
     )
@@ -106,7 +108,7 @@ def sweep(stream_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 def test_the_sweep_is_recorded_so_it_can_be_repeated(sweep: dict[str, Any]) -> None:
     result = sweep["result"]
-    assert (result["schema_version"], result["kind"]) == (1, "servegate.bench")
+    assert (result["schema_version"], result["kind"]) == (2, "servegate.bench")
     assert result["model"] == "bench"
     assert result["workload"] == {
         "kind": "synthetic",
@@ -186,6 +188,29 @@ def test_every_answer_is_checked_and_lengths_are_compared_with_usage(
         assert client["client_bound"] == bool(client["reasons"])
 
 
+def test_the_servers_own_gauges_are_scraped_during_each_step(sweep: dict[str, Any]) -> None:
+    # The server's /metrics counts its streams past and inside their TTFT under vLLM's names;
+    # a closed loop of c streams can never have more than c at the server.
+    for step, concurrency in zip(sweep["result"]["steps"], (1, 4), strict=True):
+        server = step["server"]
+        assert server["measured"], server
+        gauges = {g["key"]: g for g in server["gauges"]}
+        running, waiting = gauges["requests_running"], gauges["requests_waiting"]
+        assert running["source"] == "vllm:num_requests_running"
+        assert waiting["source"] == "vllm:num_requests_waiting"
+        assert running["samples"] >= 3
+        assert 1 <= running["max"] <= concurrency
+        assert waiting["max"] <= concurrency
+    assert "c=4: server requests_running mean" in sweep["proc"].stdout
+
+
+def test_an_slo_no_step_met_has_no_capacity_and_says_so(sweep: dict[str, Any]) -> None:
+    limit = sweep["result"]["max_under_slo"]
+    assert (limit["setting"], limit["best"], limit["met"]) == ("concurrency", None, [])
+    assert limit["missed"] == ["c=1", "c=4"]
+    assert "max concurrency under SLO: none of the steps met it" in sweep["proc"].stdout
+
+
 def test_the_table_shows_one_row_per_step_with_the_definitions(sweep: dict[str, Any]) -> None:
     out = sweep["proc"].stdout
     rows = [line for line in out.splitlines() if line.startswith(("│ c=1 ", "│ c=4 "))]
@@ -239,7 +264,7 @@ def test_a_timestamped_replay_keeps_its_schedule_and_bodies(
     truth = _truth(stream_server)
     measured = truth[1:]  # after the one warm-up request
     gaps_ms = [(b["recv_ns"] - a["recv_ns"]) / 1e6 for a, b in itertools.pairwise(measured)]
-    assert all(gap >= 50.0 * 0.9 for gap in gaps_ms)  # 1 s apart, scaled by 0.05
+    assert all(gap >= 50.0 * 0.9 for gap in gaps_ms), gaps_ms  # 1 s apart, scaled by 0.05
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ def test_a_server_with_half_again_the_ttft_fails_on_ttft_p95_with_its_interval(
 
 
 def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: Path) -> None:
-    code, report, _ = _gate(stream_server(TTFT_MS), stream_server(TTFT_MS), tmp_path / "r.json")
+    code, report, shown = _gate(stream_server(TTFT_MS), stream_server(TTFT_MS), tmp_path / "r.json")
     checks = _checks(report)
     assert code == 0, report["gates"][0]["summary"]
     for name in ("ttft_ms", "e2el_ms", "tpot_ms", "output_tokens_per_s", "error_rate"):
@@ -96,3 +96,17 @@ def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: P
     # Both servers answer every prompt the same alone and under load.
     assert checks["agreement_under_load"]["outcome"] == "pass"
     assert checks["agreement_under_load"]["candidate"] == "0/8 differ"
+    # Each server's own /metrics (its streams past and inside their TTFT, under vLLM's names)
+    # was scraped during each of its 6 blocks: evidence beside the judged rows; a closed loop of
+    # 4 streams never has more than 4 at the server.
+    evidence = {r["metric"]: r for r in report["performance_evidence"]}
+    for row in (evidence["server requests running"], evidence["server requests waiting"]):
+        for side in ("baseline", "candidate"):
+            cell = row[side]
+            assert "(vllm:num_requests_" in cell, row
+            assert 0 <= float(cell.split("max ")[1].split(" ")[0]) <= 4
+            assert int(cell.split(", ")[-1].removesuffix(" scrapes)")) >= 6
+    assert evidence["server kv cache usage"]["baseline"] == (
+        "not measured: the server does not export it"
+    )
+    assert "Under load, not judged" in shown

@@ -16,6 +16,8 @@ from servegate.endpoints.retry import RetryConfig
 from servegate.endpoints.transport import TimeoutConfig
 from servegate.load.bench import BenchProgress, bench
 from servegate.load.result import BenchResult
+from servegate.load.server_metrics import METRICS_PATH, SCRAPE_DEADLINE_S, endpoint_scrape
+from servegate.load.sweep import ATTAINMENT
 from servegate.load.workload import (
     Workload,
     WorkSource,
@@ -61,6 +63,16 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
         retry=RetryConfig(max_attempts=1),  # under load a retry would hide the failure it retried
         max_connections=pool,
     )
+    # Its own connection: a scrape never waits for, or holds, a connection of the load.
+    scraper = OpenAIEndpoint(
+        "metrics",
+        plan.url,
+        api_key_env=api_key_env,
+        timeouts=TimeoutConfig(deadline_s=SCRAPE_DEADLINE_S),
+        retry=RetryConfig(max_attempts=1),
+        max_connections=1,
+    )
+    server = None if plan.metrics_path is None else endpoint_scrape(scraper, plan.metrics_path)
     try:
         found = await preflight(endpoint, min(plan.bounds.deadline_s, 15.0))
         model = plan.model or (found.models[0] if found.models else None)
@@ -75,9 +87,18 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
             slo=plan.slo,
             replay_offsets_s=offsets,
             progress=progress,
+            server=server,
+            server_interval_s=plan.metrics_interval_s,
+            slo_attainment=plan.slo_attainment,
         )
     finally:
         await endpoint.aclose()
+        await scraper.aclose()
+
+
+def _relative(path: str) -> str:
+    """`/metrics` is next to the API's `/v1`: relative to the base URL's parent."""
+    return ".." + path if path.startswith("/") else path
 
 
 @click.command("bench")
@@ -101,6 +122,13 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
     default=None,
     metavar="R[,R…]",
     help="Open loop: one step per request rate (requests/s).",
+)
+@click.option(
+    "--ramp",
+    "ramp_text",
+    default=None,
+    metavar="FROM:TO",
+    help="Open loop whose rate moves linearly from FROM to TO requests/s over the step.",
 )
 @click.option(
     "--arrival", default=None, metavar="poisson|gamma", help="Open-loop gaps (default poisson)."
@@ -171,6 +199,30 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
     help="Goodput SLOs: ttft_ms=…,tpot_ms=…,e2el_ms=….",
 )
 @click.option(
+    "--slo-attainment",
+    default=ATTAINMENT,
+    show_default=True,
+    type=float,
+    help="Share of a step's requests that must meet every SLO for the step to meet the SLOs.",
+)
+@click.option(
+    "--metrics-path",
+    default=METRICS_PATH.removeprefix(".."),
+    show_default=True,
+    metavar="PATH",
+    help="The server's Prometheus metrics, scraped during each step (evidence, not judged).",
+)
+@click.option(
+    "--no-server-metrics", is_flag=True, help="Do not scrape the server's Prometheus metrics."
+)
+@click.option(
+    "--metrics-interval-s",
+    default=1.0,
+    show_default=True,
+    type=float,
+    help="Seconds between scrapes of the server's metrics.",
+)
+@click.option(
     "--deadline-s", default=60.0, show_default=True, type=float, help="Deadline of each request."
 )
 @click.option(
@@ -194,6 +246,7 @@ def bench_command(
     model: str | None,
     concurrency: str | None,
     rate: str | None,
+    ramp_text: str | None,
     arrival: str | None,
     burstiness: float | None,
     requests: int,
@@ -205,6 +258,10 @@ def bench_command(
     output_tokens: int,
     seed: int,
     slo_text: str | None,
+    slo_attainment: float,
+    metrics_path: str,
+    no_server_metrics: bool,
+    metrics_interval_s: float,
     deadline_s: float,
     logprobs: bool,
     json_path: Path | None,
@@ -237,6 +294,10 @@ def bench_command(
         slo_text=slo_text,
         deadline_s=deadline_s,
         logprobs=logprobs,
+        metrics_path=None if no_server_metrics else _relative(metrics_path),
+        metrics_interval_s=metrics_interval_s,
+        slo_attainment=slo_attainment,
+        ramp_text=ramp_text,
     )
     try:
         with bench_progress(stderr, not quiet) as progress:

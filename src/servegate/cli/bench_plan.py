@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.cli.console import fail
-from servegate.load.arrival import Arrival, closed_loop, open_loop
+from servegate.load.arrival import Arrival, closed_loop, open_loop, ramp
 from servegate.load.replay import ReplayError, ReplayTraffic, read_replay
 from servegate.load.result import BenchBounds
+from servegate.load.server_metrics import INTERVAL_S, METRICS_PATH
 from servegate.load.slo import SLO, SLOError, parse_slo
+from servegate.load.sweep import ATTAINMENT
 from servegate.load.workload import SyntheticWorkload
 from servegate.runner import normalise_url
 
@@ -35,6 +37,9 @@ class Plan:
     synthetic: SyntheticWorkload | None
     traffic: ReplayTraffic | None
     time_scale: float
+    metrics_path: str | None = METRICS_PATH  # None: the server's /metrics is not scraped
+    metrics_interval_s: float = INTERVAL_S
+    slo_attainment: float = ATTAINMENT
 
 
 def _positive_ints(option: str, text: str) -> tuple[int, ...]:
@@ -71,9 +76,20 @@ def _arrivals(
     seed: int,
     traffic: ReplayTraffic | None,
     time_scale: float,
+    ramp_text: str | None = None,
 ) -> tuple[Arrival, ...]:
     if concurrency is not None and rate is not None:
         fail("choose --concurrency (closed loop) or --rate (open loop), not both", EXIT_USAGE)
+    if ramp_text is not None:
+        if concurrency is not None or rate is not None or arrival is not None:
+            fail(
+                "--ramp is its own open loop: drop --concurrency, --rate and --arrival", EXIT_USAGE
+            )
+        first, sep, last = ramp_text.partition(":")
+        if not sep:
+            fail(f"--ramp: {ramp_text!r} is not FROM:TO requests/s (e.g. 1:8)", EXIT_USAGE)
+        start, end = _positive_floats("--ramp", f"{first},{last}")
+        return (ramp(start, end, seed=seed),)
     if arrival is not None and arrival not in ("poisson", "gamma"):
         fail(f"--arrival: unknown {arrival!r}; choose poisson or gamma", EXIT_USAGE)
     if arrival is not None and rate is None:
@@ -120,6 +136,10 @@ def make_plan(
     slo_text: str | None,
     deadline_s: float,
     logprobs: bool = False,
+    metrics_path: str | None = METRICS_PATH,
+    metrics_interval_s: float = INTERVAL_S,
+    slo_attainment: float = ATTAINMENT,
+    ramp_text: str | None = None,
 ) -> Plan:
     """Check every option (and read the replay file whole); exits 2 on the first problem."""
     if workload_name not in WORKLOADS:
@@ -141,6 +161,15 @@ def make_plan(
     _check_number(
         "--time-scale", 1.0 if time_scale is None else time_scale, minimum=0, inclusive=False
     )
+    _check_number("--metrics-interval-s", metrics_interval_s, minimum=0, inclusive=False)
+    if not (math.isfinite(slo_attainment) and 0 < slo_attainment <= 1):
+        fail(f"--slo-attainment: {slo_attainment:g} must be in (0, 1]", EXIT_USAGE)
+    if metrics_path is not None and not metrics_path.startswith(("/", "../")):
+        fail(
+            f"--metrics-path: {metrics_path!r} must be a path on the endpoint's server "
+            "(e.g. /metrics)",
+            EXIT_USAGE,
+        )
     try:
         slo = parse_slo(slo_text) if slo_text is not None else None
     except SLOError as exc:
@@ -155,7 +184,7 @@ def make_plan(
         url=normalise_url(url),
         model=model,
         arrivals=_arrivals(
-            concurrency, rate, arrival, burstiness, seed, traffic, time_scale or 1.0
+            concurrency, rate, arrival, burstiness, seed, traffic, time_scale or 1.0, ramp_text
         ),
         bounds=BenchBounds(
             requests=requests, duration_s=duration_s, warmup=warmup, deadline_s=deadline_s
@@ -169,4 +198,7 @@ def make_plan(
         else None,
         traffic=traffic,
         time_scale=time_scale or 1.0,
+        metrics_path=metrics_path,
+        metrics_interval_s=metrics_interval_s,
+        slo_attainment=slo_attainment,
     )

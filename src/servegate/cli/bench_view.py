@@ -22,6 +22,7 @@ from servegate.load.bench import BenchProgress
 from servegate.load.metrics import DEFINITIONS as METRICS
 from servegate.load.monitor import CPU_SHARE_LIMIT, LOOP_LAG_P99_LIMIT_MS
 from servegate.load.result import BenchResult, StepResult
+from servegate.load.server_metrics import GAUGES
 
 PLAIN_EVERY = 0.1  # plain progress: one line per 10 % of a step, and its end
 
@@ -160,6 +161,17 @@ LEGEND = {
 }
 
 
+def _server_lines(result: BenchResult) -> list[str]:
+    """The server's own gauges per step, or one line saying why they were not measured."""
+    servers = [(step.label, step.server) for step in result.steps if step.server is not None]
+    if not servers:
+        return []
+    if not any(m.measured for _, m in servers):
+        reasons = sorted({m.reason for _, m in servers})
+        return [f"server metrics: not measured ({'; '.join(reasons)})"]
+    return [f"{label}: server {m.describe()}" for label, m in servers]
+
+
 def print_bench(result: BenchResult, console: Console) -> None:
     """The table (one row per step), then what a row cannot show, then the definition of every
     number shown."""
@@ -179,6 +191,20 @@ def print_bench(result: BenchResult, console: Console) -> None:
     for step in result.steps:
         for note in _notes(step):
             console.print(f"{step.label}: {note}", overflow="fold")
+    server = _server_lines(result)
+    for line in server:
+        console.print(line, overflow="fold")
+    limit = result.max_under_slo
+    if limit is not None:
+        console.print(limit.describe(), style="bold", overflow="fold")
     console.print("definitions (times in ms):", style="dim")
-    for short, text in LEGEND.items():
+    legend = dict(LEGEND)
+    if limit is not None:
+        legend["max … under SLO"] = limit.definition
+    if any(step.server is not None and step.server.measured for step in result.steps):
+        legend.update(
+            {f"server {g.key}": g.definition + " (scraped from the server's /metrics; "
+             "evidence, not judged)" for g in GAUGES}
+        )  # fmt: skip
+    for short, text in legend.items():
         console.print(f"  {short} = {text}", style="dim", overflow="fold")

@@ -227,14 +227,14 @@ def _gates(value: str) -> tuple[str, ...]:
 )
 @click.option(
     "--perf-blocks",
-    default=4,
+    default=6,
     show_default=True,
     type=click.IntRange(min=1),
     help="Performance gate: load blocks per side, interleaved A B, B A, ...",
 )
 @click.option(
     "--perf-requests",
-    default=10,
+    default=8,
     show_default=True,
     type=click.IntRange(min=1),
     help="Performance gate: measured requests per block.",

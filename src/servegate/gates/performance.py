@@ -30,6 +30,7 @@ from servegate.gates.performance_plan import (
 from servegate.load.arrival import closed_loop
 from servegate.load.driver import StepEvidence, run_step
 from servegate.load.metrics import TIMEOUT_CATEGORIES
+from servegate.load.server_metrics import endpoint_scrape
 from servegate.load.workload import synthetic_source
 
 __all__ = ["NAME", "PerformanceEvidence", "collect", "evaluate"]
@@ -87,8 +88,16 @@ async def collect(
         else:
             tagged = pair.recording(sides[name], gate=NAME, probe=f"load:block{k}")
             bounds = block_bounds(settings, settings.requests_per_block, dl)
+            every_s = settings.server_metrics_interval_s
             evidence = await run_step(
-                tagged, source, arrival, bounds, first_index=first_index(settings, k)
+                tagged,
+                source,
+                arrival,
+                bounds,
+                first_index=first_index(settings, k),
+                # Not recorded: a scrape is no request of the comparison.
+                server=endpoint_scrape(sides[name]) if every_s is not None else None,
+                server_interval_s=every_s or 1.0,
             )
             blocks.append(Block(name, k, evidence))
             if _all_timed_out(evidence):

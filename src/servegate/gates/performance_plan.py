@@ -20,6 +20,7 @@ from servegate.load.bench import evaluate_step
 from servegate.load.driver import Exchange, StepBounds, StepEvidence
 from servegate.load.metrics import RequestMeasure, measure
 from servegate.load.workload import SyntheticWorkload, WorkItem
+from servegate.stats.distribution import DistributionSummary
 
 __all__ = [
     "NAME",
@@ -126,10 +127,21 @@ class SideLoad:
     measures: list[RequestMeasure] = field(default_factory=list)
     in_flight: dict[int, int] = field(default_factory=dict)  # request index -> most in flight
     block_rates: list[float] = field(default_factory=list)  # output tokens/s per block
+    blocks: list[list[RequestMeasure]] = field(default_factory=list)  # measures, per block
     client_bound: list[str] = field(default_factory=list)
 
     def values(self, metric: str) -> list[float]:
         return [v for m in self.measures if m.ok and (v := getattr(m, metric)) is not None]
+
+    def block_p95s(self, metric: str) -> list[float]:
+        """The P95 of `metric` within each block that has a value of it, in block order."""
+        out = []
+        for block in self.blocks:
+            values = [v for m in block if m.ok and (v := getattr(m, metric)) is not None]
+            p95 = DistributionSummary.from_values(values).p95
+            if p95 is not None:
+                out.append(p95)
+        return out
 
     @property
     def failed(self) -> int:
@@ -154,7 +166,9 @@ def side_load(ev: PerformanceEvidence, name: str) -> SideLoad:
     side = SideLoad(name)
     for number, step in enumerate(ev.side_blocks(name)):
         side.exchanges += step.exchanges
-        side.measures += [measure(x.completion) for x in step.exchanges]
+        block = [measure(x.completion) for x in step.exchanges]
+        side.blocks.append(block)
+        side.measures += block
         side.in_flight.update(in_flight_counts(step.exchanges))
         result = evaluate_step(step, None)
         rate = result.metrics.output_tokens_per_s.value

@@ -5,7 +5,7 @@ Layering: `load` sits beside `gates` (it sees the `Endpoint` protocol, `stats` a
 the CLI and, later, the performance gate use it. Nothing here prints or exits.
 """
 
-from servegate.load.arrival import Arrival, closed_loop, open_loop, send_offsets_s
+from servegate.load.arrival import Arrival, closed_loop, open_loop, ramp, send_offsets_s
 from servegate.load.bench import bench, evaluate_step, step_bounds
 from servegate.load.correctness import CorrectnessCounts, check_responses
 from servegate.load.driver import Exchange, StepBounds, StepEvidence, run_step
@@ -22,7 +22,14 @@ from servegate.load.metrics import (
 from servegate.load.monitor import ClientEvidence, ClientLoad, ClientMonitor, judge_client
 from servegate.load.replay import ReplayError, ReplayTraffic, read_replay
 from servegate.load.result import SCHEMA_VERSION, BenchBounds, BenchResult, StepResult
+from servegate.load.server_metrics import (
+    ServerMetrics,
+    ServerSampler,
+    endpoint_scrape,
+    summarise_server,
+)
 from servegate.load.slo import SLO, SLOError, parse_slo
+from servegate.load.sweep import SweepLimit, sweep_limit
 from servegate.load.workload import (
     GoldenWorkload,
     ReplayWorkload,
@@ -58,10 +65,13 @@ __all__ = [
     "RequestMeasure",
     "SLOError",
     "Scalar",
+    "ServerMetrics",
+    "ServerSampler",
     "StepBounds",
     "StepEvidence",
     "StepMetrics",
     "StepResult",
+    "SweepLimit",
     "SyntheticWorkload",
     "WorkItem",
     "WorkSource",
@@ -70,6 +80,7 @@ __all__ = [
     "check_lengths",
     "check_responses",
     "closed_loop",
+    "endpoint_scrape",
     "evaluate_step",
     "golden_source",
     "golden_workload",
@@ -77,6 +88,7 @@ __all__ = [
     "measure",
     "open_loop",
     "parse_slo",
+    "ramp",
     "read_replay",
     "replay_source",
     "replay_workload",
@@ -84,5 +96,7 @@ __all__ = [
     "send_offsets_s",
     "step_bounds",
     "summarise",
+    "summarise_server",
+    "sweep_limit",
     "synthetic_source",
 ]

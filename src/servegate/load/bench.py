@@ -20,7 +20,9 @@ from servegate.load.lengths import check_lengths
 from servegate.load.metrics import measure, summarise
 from servegate.load.monitor import judge_client
 from servegate.load.result import BenchBounds, BenchResult, StepResult
+from servegate.load.server_metrics import INTERVAL_S, Scrape, summarise_server
 from servegate.load.slo import SLO
+from servegate.load.sweep import ATTAINMENT, sweep_limit
 from servegate.load.workload import Workload, WorkSource
 
 __all__ = ["BenchProgress", "bench", "evaluate_step", "step_bounds"]
@@ -61,6 +63,7 @@ def evaluate_step(evidence: StepEvidence, slo: SLO | None) -> StepResult:
         correctness=check_responses([(x.item, x.completion) for x in exchanges]),
         lengths=check_lengths([(x.item, m) for x, m in zip(exchanges, measures, strict=True)]),
         client=judge_client(evidence.client),
+        server=summarise_server([evidence.server]) if evidence.server is not None else None,
     )
 
 
@@ -85,6 +88,9 @@ async def bench(
     slo: SLO | None = None,
     replay_offsets_s: Sequence[float] | None = None,
     progress: BenchProgress | None = None,
+    server: Scrape | None = None,
+    server_interval_s: float = INTERVAL_S,
+    slo_attainment: float = ATTAINMENT,
 ) -> BenchResult:
     """Run every step in order and return the result (steps with errors are results too)."""
     if not arrivals:
@@ -107,6 +113,8 @@ async def bench(
             first_index=index,
             replay_offsets_s=replay_offsets_s,
             progress=report,
+            server=server,
+            server_interval_s=server_interval_s,
         )
         index = evidence.next_index
         steps.append(evaluate_step(evidence, slo))
@@ -120,4 +128,5 @@ async def bench(
         slo=slo,
         bounds=bounds,
         steps=tuple(steps),
+        max_under_slo=sweep_limit(steps, slo_attainment) if slo is not None else None,
     )

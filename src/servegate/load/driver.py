@@ -19,6 +19,7 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
 from servegate.load.arrival import Arrival, send_offsets_s
 from servegate.load.monitor import ClientEvidence, ClientMonitor
+from servegate.load.server_metrics import INTERVAL_S, Scrape, ServerEvidence, ServerSampler
 from servegate.load.workload import WorkItem, WorkSource
 
 __all__ = ["Exchange", "StepBounds", "StepEvidence", "StepProgress", "StopReason", "run_step"]
@@ -69,6 +70,7 @@ class StepEvidence:
     peak_in_flight: int
     client: ClientEvidence
     next_index: int  # the first run-wide index the next step should use
+    server: ServerEvidence | None = None  # the server's own gauges; None: not asked for
 
 
 class _Phase:
@@ -149,9 +151,12 @@ async def run_step(
     first_index: int = 0,
     replay_offsets_s: Sequence[float] | None = None,
     progress: StepProgress | None = None,
+    server: Scrape | None = None,
+    server_interval_s: float = INTERVAL_S,
 ) -> StepEvidence:
     """Warm up, then measure one step. Warm-up request i is work item first_index + i and
-    measured request k the item after them (a replay's measured request k is its line k)."""
+    measured request k the item after them (a replay's measured request k is its line k).
+    With `server`, the server's own gauges are scraped during the measured phase."""
     warm = _Phase(endpoint, source, bounds.deadline_s)
     width = arrival.concurrency if arrival.kind == "closed" else bounds.warmup
     far = time.perf_counter_ns() + int(1e18)
@@ -168,7 +173,8 @@ async def run_step(
     if progress is not None:
         report = progress
         phase.progress = lambda: report(len(phase.done), planned)
-    async with ClientMonitor() as monitor:
+    sampler = ServerSampler(server, server_interval_s)
+    async with sampler, ClientMonitor() as monitor:
         start_ns = time.perf_counter_ns()
         stop_ns = start_ns + int(bounds.duration_s * 1e9)
         if arrival.kind == "closed":
@@ -190,4 +196,5 @@ async def run_step(
         peak_in_flight=phase.peak,
         client=monitor.evidence(sched),
         next_index=first + len(exchanges),
+        server=sampler.evidence(),
     )

@@ -12,12 +12,15 @@ from servegate.load.correctness import CorrectnessCounts
 from servegate.load.lengths import LengthCheck
 from servegate.load.metrics import StepMetrics
 from servegate.load.monitor import ClientLoad
+from servegate.load.server_metrics import ServerMetrics
 from servegate.load.slo import SLO
+from servegate.load.sweep import SweepLimit
 from servegate.load.workload import Workload
 
 __all__ = ["SCHEMA_VERSION", "BenchBounds", "BenchResult", "StepResult"]
 
-SCHEMA_VERSION = 1
+# 2: `server` on each step (the server's own gauges from its /metrics), `max_under_slo`.
+SCHEMA_VERSION = 2
 
 
 class StepResult(BaseModel):
@@ -35,6 +38,7 @@ class StepResult(BaseModel):
     correctness: CorrectnessCounts
     lengths: LengthCheck
     client: ClientLoad
+    server: ServerMetrics | None = None  # None: not asked for (--no-server-metrics)
 
 
 class BenchBounds(BaseModel):
@@ -65,6 +69,7 @@ class BenchResult(BaseModel):
     slo: SLO | None
     bounds: BenchBounds
     steps: tuple[StepResult, ...]
+    max_under_slo: SweepLimit | None = None  # None: no SLO, or no closed/open-loop step
 
     @property
     def succeeded(self) -> int:

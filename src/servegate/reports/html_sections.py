@@ -102,11 +102,19 @@ def performance(report: Report) -> str:
         for g in perf
         for c in g.checks
     ]
-    return section(
-        "performance",
-        "Performance",
-        table(("metric", "baseline", "candidate", "threshold", "status"), rows),
-    )
+    parts = [table(("metric", "baseline", "candidate", "threshold", "status"), rows)]
+    if report.performance_evidence:
+        parts.append(note("Under load, not judged:"))
+        parts.append(
+            table(
+                ("metric", "baseline", "candidate", "definition"),
+                [
+                    (esc(e.metric), esc(e.baseline), esc(e.candidate), esc(e.definition))
+                    for e in report.performance_evidence
+                ],
+            )
+        )
+    return section("performance", "Performance", *parts)
 
 
 def _split(a: str, b: str) -> int:

@@ -121,8 +121,17 @@ def _performance(report: Report) -> list[Table | Text]:
             Text(str(row.status), STATUS_STYLE[row.status]),
         )  # fmt: skip
     seen: dict[str, str] = {row.metric: row.definition for row in report.performance}
+    parts: list[Table | Text] = [table]
+    if report.performance_evidence:
+        evidence = Table(title="Under load, not judged", title_justify="left")
+        for col in ("metric", "baseline", "candidate"):
+            evidence.add_column(col, overflow="fold")
+        for ev in report.performance_evidence:
+            evidence.add_row(ev.metric, _plain(ev.baseline), _plain(ev.candidate))
+            seen[ev.metric] = ev.definition
+        parts.append(evidence)
     notes = "\n".join(f"  {metric}: {definition}" for metric, definition in seen.items())
-    return [table, Text(notes, style="dim")]
+    return [*parts, Text(notes, style="dim")]
 
 
 def _nats(value: float | None) -> str:

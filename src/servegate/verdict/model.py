@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
 
 # 2: the Performance Report (`performance`), and `ratio`/`interval` on checks.
-# 3: environment fingerprints (`environment`) and managed launches (`launch`) on each side.
+# 3: environment fingerprints (`environment`), managed launches (`launch`) and
+#    `performance_evidence` (what was measured under load beside the judged rows).
 SCHEMA_VERSION = 3
 
 
@@ -162,6 +163,17 @@ class LaunchRecord(_Frozen):
     gpu_note: str = ""  # why GPU memory was not measured
 
 
+class EvidenceRow(_Frozen):
+    """A line of the Performance Report shown as evidence, not judged: e.g. the server's own
+    KV-cache usage during the load blocks, or why it was not measured."""
+
+    metric: str
+    gate: str
+    baseline: str
+    candidate: str
+    definition: str
+
+
 class Fingerprint(_Frozen):
     """What was compared: URL without secrets, model, server version, declared matrix fields,
     and the environment servegate found (flat `key: value`, e.g. `python.torch`, `gpu.driver`,
@@ -205,4 +217,5 @@ class Report(_Frozen):
     gates: tuple[GateResult, ...]
     correctness: tuple[CorrectnessRow, ...] = ()
     performance: tuple[PerformanceRow, ...] = ()
+    performance_evidence: tuple[EvidenceRow, ...] = ()
     definitions: dict[str, str] = Field(default_factory=dict)

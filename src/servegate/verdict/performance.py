@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 from servegate.load.correctness import DEFINITIONS as CHECK_DEFINITIONS
 from servegate.load.metrics import DEFINITIONS as METRIC_DEFINITIONS
+from servegate.load.server_metrics import GAUGES, ServerMetrics
 from servegate.verdict.judgement import STATUS_OF
-from servegate.verdict.model import GateResult, PerformanceRow, Status
+from servegate.verdict.model import EvidenceRow, GateResult, PerformanceRow, Status
 
 ROWS: dict[str, str] = {
     "ready time": "latency of a real 1-token completion after start-up (not /health), each side",
@@ -54,4 +55,60 @@ def performance_table(results: Sequence[GateResult]) -> tuple[PerformanceRow, ..
                             definition=definition,
                         )
                     )
+    return tuple(rows)
+
+
+SERVER_NOTE = (
+    "; scraped from the server's Prometheus /metrics during the load blocks (evidence, not judged)"
+)
+
+
+def _server(gate: GateResult, side: str) -> ServerMetrics | None:
+    found = gate.details.get("server_metrics", {}).get(side)
+    return None if found is None else ServerMetrics.model_validate(found)
+
+
+def _gauge_cell(server: ServerMetrics | None, key: str) -> str:
+    if server is None:
+        return "not asked for"
+    if not server.measured:
+        return f"not measured: {server.reason}"
+    g = next((g for g in server.gauges if g.key == key), None)
+    if g is None:
+        return "not measured: the server does not export it"
+    return f"mean {g.mean:.3g}, max {g.max:.3g} ({g.source}, {g.samples} scrapes)"
+
+
+def performance_evidence(results: Sequence[GateResult]) -> tuple[EvidenceRow, ...]:
+    """The server's own gauges under load, per side: one row per gauge when either side
+    exported one, else one row saying why neither was measured; none without a performance gate
+    that scraped."""
+    rows: list[EvidenceRow] = []
+    for gate in results:
+        if gate.name != "performance" or gate.status is Status.SKIP:
+            continue
+        b, c = _server(gate, "baseline"), _server(gate, "candidate")
+        if b is None and c is None:
+            continue
+        if not any(s is not None and s.measured for s in (b, c)):
+            rows.append(
+                EvidenceRow(
+                    metric="server metrics",
+                    gate=gate.name,
+                    baseline=_gauge_cell(b, ""),
+                    candidate=_gauge_cell(c, ""),
+                    definition="KV-cache usage and requests running and waiting" + SERVER_NOTE,
+                )
+            )
+            continue
+        rows += [
+            EvidenceRow(
+                metric=f"server {g.key.replace('_', ' ')}",
+                gate=gate.name,
+                baseline=_gauge_cell(b, g.key),
+                candidate=_gauge_cell(c, g.key),
+                definition=g.definition + SERVER_NOTE,
+            )
+            for g in GAUGES
+        ]
     return tuple(rows)

@@ -40,6 +40,12 @@ def closed_port_url() -> str:
         (["--duration-s", "0"], "--duration-s: 0 must be > 0"),
         (["--warmup", "-1"], "--warmup: -1 must be >= 0"),
         (["--time-scale", "2"], "--time-scale applies to --workload replay only"),
+        (["--ramp", "1-8"], "--ramp: '1-8' is not FROM:TO requests/s"),
+        (["--ramp", "0:8"], "--ramp: 0 must be a positive"),
+        (["--ramp", "1:8", "--rate", "2"], "--ramp is its own open loop"),
+        (["--slo-attainment", "1.5"], "--slo-attainment: 1.5 must be in (0, 1]"),
+        (["--metrics-path", "http://elsewhere/metrics"], "--metrics-path: 'http://elsewhere"),
+        (["--metrics-interval-s", "0"], "--metrics-interval-s: 0 must be > 0"),
     ],
     ids=[
         "concurrency-0",
@@ -57,6 +63,12 @@ def closed_port_url() -> str:
         "no-duration",
         "negative-warmup",
         "time-scale-without-replay",
+        "ramp-not-from-to",
+        "ramp-from-zero",
+        "ramp-and-rate",
+        "attainment-above-1",
+        "metrics-on-another-server",
+        "metrics-interval-0",
     ],
 )
 def test_bad_options_are_one_line_and_exit_2_with_nothing_written(

@@ -23,8 +23,10 @@ from servegate.gates.performance_plan import (
 from servegate.load.arrival import closed_loop
 from servegate.load.driver import Exchange, StepBounds, StepEvidence
 from servegate.load.monitor import ClientEvidence
+from servegate.load.server_metrics import ServerEvidence
 from servegate.load.workload import synthetic_source
 from servegate.verdict.model import GateResult, Outcome, Status
+from servegate.verdict.performance import performance_evidence
 
 SETTINGS = PerformanceConfig(concurrency=4, blocks=4, requests_per_block=12, isolated_prompts=4)
 SOURCE = synthetic_source(workload(SETTINGS), "m")
@@ -40,6 +42,8 @@ class Side:
     scale: float = 1.0
     fail: bool = False
     loaded_text: str = ANSWER
+    disturbed: int | None = None  # this block ran while another process took the core
+    disturbance: float = 2.5
 
 
 def _completion(sent_ns: int, ttft_ms: float, e2el_ms: float, text: str) -> Completion:
@@ -56,17 +60,18 @@ def _completion(sent_ns: int, ttft_ms: float, e2el_ms: float, text: str) -> Comp
 FAILED = RequestError(ErrorCategory.SERVER, "HTTP 500", status=500)
 
 
-def _block(side: Side, k: int, requests: int) -> StepEvidence:
+def _block(side: Side, k: int, requests: int, server: ServerEvidence | None = None) -> StepEvidence:
     """`requests` in rounds of `concurrency`, each round starting when the last one ended."""
     rng = np.random.default_rng(side.seed * 100 + k)
+    scale = side.scale * (side.disturbance if k == side.disturbed else 1.0)
     first = first_index(SETTINGS, k)
     exchanges, t = [], 10**12 + k * 10**11
     for start in range(0, requests, SETTINGS.concurrency):
         round_ = range(start, min(start + SETTINGS.concurrency, requests))
         ends = []
         for i in round_:
-            ttft = side.scale * rng.normal(50.0, 4.0)
-            e2el = ttft + side.scale * rng.normal(150.0, 8.0)
+            ttft = scale * rng.normal(50.0, 4.0)
+            e2el = ttft + scale * rng.normal(150.0, 8.0)
             if side.fail:
                 c = Completion(status=500, error=FAILED, timing=Timing(sent_ns=t))
                 e2el = 5.0
@@ -82,16 +87,21 @@ def _block(side: Side, k: int, requests: int) -> StepEvidence:
         warmup=(), exchanges=tuple(exchanges), start_ns=exchanges[0].started_ns, end_ns=t,
         planned=requests, stopped_by="requests", peak_in_flight=SETTINGS.concurrency,
         client=ClientEvidence(cpu_s=0.05, wall_s=1.0, loop_lag_ms=(0.2,) * 50),
-        next_index=first + requests,
+        next_index=first + requests, server=server,
     )  # fmt: skip
 
 
 def _evidence(
-    baseline: Side, candidate: Side, *, requests: int = 12, blocks: int = 4
+    baseline: Side,
+    candidate: Side,
+    *,
+    requests: int = 12,
+    blocks: int = 4,
+    servers: dict[str, ServerEvidence] | None = None,
 ) -> PerformanceEvidence:
     sides = {"baseline": baseline, "candidate": candidate}
     run = tuple(
-        Block(name, k, _block(sides[name], k, requests))
+        Block(name, k, _block(sides[name], k, requests, (servers or {}).get(name)))
         for name, k in block_order(blocks)
     )  # fmt: skip
     first = first_index(SETTINGS, 0)
@@ -201,3 +211,68 @@ def test_blocks_alternate_sides_and_each_pair_swaps_who_goes_first() -> None:
         ("baseline", 0), ("candidate", 0), ("candidate", 1), ("baseline", 1),
         ("baseline", 2), ("candidate", 2),
     )  # fmt: skip
+
+
+def test_one_block_slowed_by_another_process_does_not_fail_a_clean_candidate() -> None:
+    # A quarter of the candidate's requests 2.5x slower, all in one block: request by request
+    # that is a significant P95 rise; block by block it is one block of four.
+    result = evaluate(_evidence(Side(1), Side(2, disturbed=2)), Policy())
+    assert result.status is Status.PASS, result.summary
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert float(ttft.ratio.rstrip("×")) == pytest.approx(1.0, abs=0.1)
+    blocks = {(b["side"], b["block"]): b for b in result.details["blocks"]}
+    disturbed, calm = blocks[("candidate", 2)], blocks[("candidate", 1)]
+    assert disturbed["ttft_p95_ms"] > 2 * calm["ttft_p95_ms"]
+
+
+def test_a_slower_candidate_in_every_block_still_fails_with_a_disturbed_baseline_block() -> None:
+    # The default 6 blocks a side: with 4, the disturbed baseline block hides this (p 0.17).
+    result = evaluate(_evidence(Side(1, disturbed=1), Side(2, scale=1.5), blocks=6), Policy())
+    assert _check(result, "ttft_ms") is Outcome.FAIL
+    assert _check(result, "e2el_ms") is Outcome.FAIL
+
+
+def test_three_blocks_a_side_cannot_show_a_latency_rise_and_say_so() -> None:
+    result = evaluate(_evidence(Side(1), Side(2, scale=2.0), blocks=3), Policy())
+    assert result.status is Status.INCONCLUSIVE
+    assert _check(result, "ttft_ms") is Outcome.NOT_MEASURED
+    assert any(
+        "3 baseline and 3 candidate blocks cannot show a significant rise" in gap
+        for gap in result.not_measured
+    )
+
+
+def _server(running: float, waiting: float) -> ServerEvidence:
+    reading = {
+        "requests_running": ("vllm:num_requests_running", running),
+        "requests_waiting": ("vllm:num_requests_waiting", waiting),
+    }
+    return ServerEvidence(readings=(reading,) * 3, scrapes=3, failures=(), interval_s=1.0)
+
+
+def test_server_gauges_are_evidence_per_side_not_judged() -> None:
+    servers = {"baseline": _server(4, 0), "candidate": _server(1, 3)}
+    result = evaluate(_evidence(Side(1), Side(2), servers=servers), Policy())
+    assert result.status is Status.PASS, result.summary  # a queue on one side judges nothing
+    assert result.metrics["candidate_server_requests_waiting_max"] == 3
+    assert result.metrics["baseline_server_requests_running_mean"] == 4
+    rows = {r.metric: r for r in performance_evidence([result])}
+    assert rows["server requests waiting"].candidate == (
+        "mean 3, max 3 (vllm:num_requests_waiting, 12 scrapes)"
+    )
+    assert rows["server kv cache usage"].baseline == ("not measured: the server does not export it")
+
+
+def test_a_server_without_metrics_is_one_not_measured_row() -> None:
+    missing = ServerEvidence(
+        readings=(), scrapes=1, failures=("GET /metrics answered HTTP 404",), interval_s=1.0
+    )
+    servers = {"baseline": missing, "candidate": missing}
+    result = evaluate(_evidence(Side(1), Side(2), servers=servers), Policy())
+    [row] = performance_evidence([result])
+    assert (row.metric, row.baseline, row.candidate) == (
+        "server metrics",
+        "not measured: GET /metrics answered HTTP 404",
+        "not measured: GET /metrics answered HTTP 404",
+    )
+    assert performance_evidence([evaluate(_evidence(Side(1), Side(2)), Policy())]) == ()

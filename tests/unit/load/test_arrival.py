@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from servegate.load import Arrival, closed_loop, open_loop, send_offsets_s
+from servegate.load import Arrival, closed_loop, open_loop, ramp, send_offsets_s
 
 
 def _gaps(offsets: tuple[float, ...]) -> np.ndarray:
@@ -73,3 +73,22 @@ def test_incomplete_arrivals_are_rejected(fields: dict[str, object]) -> None:
 )
 def test_labels_name_the_step(arrival: Arrival, label: str) -> None:
     assert arrival.label == label
+
+
+def test_a_ramp_speeds_up_from_its_first_rate_to_its_last() -> None:
+    offsets = send_offsets_s(ramp(2.0, 20.0, seed=3), 2001)
+    assert offsets[0] == 0.0
+    assert all(np.diff(offsets) >= 0)
+    gaps = np.diff(offsets)
+    # Poisson gaps at the rate of the moment: the mean gap of each end is 1 / its rate.
+    assert np.mean(gaps[:200]) == pytest.approx(1 / 2.9, rel=0.2)
+    assert np.mean(gaps[-200:]) == pytest.approx(1 / 19.1, rel=0.2)
+    assert send_offsets_s(ramp(2.0, 20.0, seed=3), 2001) == offsets  # deterministic
+    assert ramp(1, 8).label == "ramp 1→8/s"
+
+
+def test_only_a_ramp_has_an_end_rate() -> None:
+    with pytest.raises(ValueError, match="only a ramp"):
+        Arrival(kind="poisson", rate_rps=1.0, rate_end_rps=2.0)
+    with pytest.raises(ValueError, match="only a ramp"):
+        Arrival(kind="ramp", rate_rps=1.0)

@@ -11,6 +11,8 @@ from html.parser import HTMLParser
 from servegate.reports.html import CSP, CSS, embedded_json, render_html
 from servegate.verdict.model import Report
 
+SCRIPT = "<script>document.title='pwned'</script>"
+
 
 class _Tags(HTMLParser):
     def __init__(self) -> None:
@@ -152,3 +154,34 @@ def test_noise_floor_environment_and_reproducers_are_shown(failing_report: Repor
     assert "<td>quant</td><td>Q4_1</td><td>-</td>" in env
     repro = page.split('id="reproduce"')[1].split("</section>")[0]
     assert repro.count('<pre class="curl">') == 2
+
+
+def test_server_gauges_under_load_are_shown_escaped_beside_the_performance_checks(
+    passing_report: Report,
+) -> None:
+    from servegate.verdict.judgement import check, gate_result
+    from servegate.verdict.model import EvidenceRow
+
+    perf = gate_result(
+        "performance",
+        [check("ttft_ms", "TTFT P95, candidate / baseline", failed=False, ratio="1.01×")],
+    )
+    report = passing_report.model_copy(
+        update={
+            "gates": (perf,),
+            "performance_evidence": (
+                EvidenceRow(metric="server requests waiting", gate="performance",
+                            baseline="mean 0.5, max 3 (vllm:num_requests_waiting, 9 scrapes)",
+                            candidate=f"not measured: GET /metrics answered {SCRIPT}",
+                            definition="requests the server kept waiting"),
+            )
+        }
+    )  # fmt: skip
+    page = render_html(report)
+    text = "".join(_parse(page).data)
+    scripts = [a for t, a in _parse(page).tags if t == "script"]
+    assert scripts == [{"type": "application/json", "id": "servegate-report"}]
+    assert "Under load, not judged:" in text
+    assert "mean 0.5, max 3 (vllm:num_requests_waiting, 9 scrapes)" in text
+    assert f"not measured: GET /metrics answered {SCRIPT}" in text  # as text, not an element
+    assert "&lt;script&gt;" in page
