@@ -166,19 +166,6 @@ def _excerpt(obs: Observation, runs: Sequence[Completion]) -> str:
     return " | ".join(f"{label}: {describe(r)}" for label, r in labelled)[:600]
 
 
-def _repro(obs: Observation, url: str) -> str:
-    if obs.needle is None:
-        return curl(url, "chat", obs.request)
-    n = obs.needle  # a long prompt: regenerate it rather than print it
-    make = "__import__('servegate.probes.needles', fromlist=['_']).make_needle"
-    content = obs.request["messages"][0]["content"]
-    tail = content[len(n.prompt) :]  # the prefix-cache probe's follow-up instruction
-    prompt = f"{make}({n.seed}, {n.target_tokens}, {n.position!r}).prompt + {tail!r}"
-    messages = f"[{{'role': 'user', 'content': {prompt}}}]"
-    body = repr({**obs.request, "messages": "MESSAGES"}).replace("'MESSAGES'", messages)
-    return curl(url, "chat", {}, python_body=body)
-
-
 def _findings(
     obs: Observation, url: str, s: ProbeStatus, b: SideVerdict, c: SideVerdict
 ) -> list[Finding]:
@@ -208,7 +195,7 @@ def _findings(
     return [
         Finding(probe=obs.probe, category=cat, severity=sev, side="candidate", message=msg,
                 baseline_excerpt=_excerpt(obs, obs.baseline),
-                candidate_excerpt=_excerpt(obs, obs.candidate), curl=_repro(obs, url))
+                candidate_excerpt=_excerpt(obs, obs.candidate), curl=curl(url, "chat", obs.request))
         for cat, sev, msg in out
     ]  # fmt: skip
 

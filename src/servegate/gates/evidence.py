@@ -37,11 +37,17 @@ def describe(result: Completion) -> str:
     return excerpt(result.content)
 
 
+HEREDOC_CHARS = 2000  # a body longer than this goes in a here-document, not a quoted argument
+HEREDOC_END = "SERVEGATE_BODY"
+
+
 def curl(
     base_url: str, api: str, body: Mapping[str, Any], *, python_body: str | None = None
 ) -> str:
-    """A command that replays the request; the key comes from the environment, never the report.
-    `python_body` is a Python expression for bodies too large to print (a 12,000-word prompt)."""
+    """A shell command that replays the request as printed (curl, and for `python_body` the
+    Python standard library); the key comes from the environment, never the report. A long body
+    (a needle prompt) is given whole in a quoted here-document; `python_body` is a Python
+    expression for a body too large even for that (the 12,000-word over-long prompt)."""
     path = "/chat/completions" if api == "chat" else "/completions"
     url = shlex.quote(base_url.rstrip("/") + path)
     head = f"curl -sS {url} -H 'Content-Type: application/json' "
@@ -49,4 +55,7 @@ def curl(
     if python_body is not None:
         make = f"import json; print(json.dumps({python_body}))"
         return f"python3 -c {shlex.quote(make)} | {head}{auth} --data-binary @-"
-    return f"{head}{auth} -d {shlex.quote(json.dumps(body, ensure_ascii=False))}"
+    data = json.dumps(body, ensure_ascii=False)  # one line: \n inside strings stays escaped
+    if len(data) > HEREDOC_CHARS:
+        return f"{head}{auth} --data-binary @- <<'{HEREDOC_END}'\n{data}\n{HEREDOC_END}"
+    return f"{head}{auth} -d {shlex.quote(data)}"

@@ -30,11 +30,16 @@ MEANING = {
 _SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 
+# After `@`, a zero-width space: model output saying "@octocat" in a PR comment or step
+# summary mentions (and notifies) nobody. Code blocks need none: GitHub does not link there.
+NO_MENTION = "@\u200b"
+
+
 def inline(text: object) -> str:
-    """Server text as inert Markdown inside a line or a table cell."""
+    """Server text as inert Markdown inside a line or a table cell (no mention either)."""
     value = plain(text, one_line=True)
     value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _SPECIAL.sub(r"\\\1", value)
+    return _SPECIAL.sub(r"\\\1", value).replace("@", NO_MENTION)
 
 
 def block(text: object, info: str = "") -> str:

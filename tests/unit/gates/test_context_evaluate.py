@@ -1,6 +1,9 @@
 import json
-import shlex
+import os
+import subprocess
+import threading
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -74,15 +77,44 @@ def test_a_needle_the_baseline_finds_and_the_candidate_misses_is_a_long_context_
     assert result.metrics["needle_recall_candidate"] == 0.0
 
 
-def test_the_needle_reproducer_regenerates_the_exact_request_body(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def _replayed(command: str) -> dict[str, object]:
+    """Run a printed reproducer with bash and curl against a loopback server (its URL put in
+    place of the test's `http://c/v1`); the JSON body the server received."""
+    received: list[bytes] = []
+
+    class Capture(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        done = subprocess.run(["bash", "-c", command.replace("http://c/v1", url)],
+                              capture_output=True, text=True, timeout=30,
+                              env={**os.environ, "OPENAI_API_KEY": "k"})  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    [body] = received
+    return dict(json.loads(body))
+
+
+def test_the_needle_reproducer_sends_the_exact_request_body_as_printed() -> None:
     _, _, ev = run(obs(Kind.NEEDLE, [FOUND], [MISSED]))
-    command = shlex.split(evaluate(ev, Policy()).findings[0].curl or "")
-    assert command[:2] == ["python3", "-c"]
-    assert command[command.index("curl") + 2] == "http://c/v1/chat/completions"
-    exec(command[2])
-    assert json.loads(capsys.readouterr().out) == NEEDLE.request()
+    command = evaluate(ev, Policy()).findings[0].curl or ""
+    assert command.startswith("curl -sS http://c/v1/chat/completions ")
+    assert "servegate" not in command.split("<<")[0]  # nothing of servegate's is imported
+    assert _replayed(command) == NEEDLE.request()
 
 
 @pytest.mark.parametrize(
@@ -143,14 +175,11 @@ def test_hit_differing_from_miss_on_both_sides_is_an_engine_property_reported_as
     assert "engine property" in evaluate(ev, Policy()).findings[0].message
 
 
-def test_hit_differing_from_miss_only_on_the_candidate_fails_prefix_cache(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_hit_differing_from_miss_only_on_the_candidate_fails_prefix_cache() -> None:
     status, findings, ev = run(obs(Kind.PREFIX_CACHE, [MISS, HIT_SAME], [MISS, HIT_OTHER]))
     assert status is Status.FAIL
     assert findings == [("prefix_cache", Severity.MAJOR)]
-    exec(shlex.split(evaluate(ev, Policy()).findings[0].curl or "")[2])
-    assert json.loads(capsys.readouterr().out) == NEEDLE.request()
+    assert _replayed(evaluate(ev, Policy()).findings[0].curl or "") == NEEDLE.request()
 
 
 def test_a_cache_hit_without_proof_is_inconclusive() -> None:

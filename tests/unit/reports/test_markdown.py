@@ -70,8 +70,9 @@ def test_server_text_never_becomes_html_or_markup(failing_report: Report) -> Non
         ("**x** [l](u)", "\\*\\*x\\*\\* \\[l\\](u)"),
         ("two\nlines", "two⏎lines"),
         ("nul\x00", "nul\\\\x00"),  # the backslash shown, escaped for Markdown
+        ("ask @octocat", "ask @\u200boctocat"),  # shown, but mentions nobody
     ],
-    ids=["pipe", "backticks", "html", "emphasis-and-links", "newline", "nul"],
+    ids=["pipe", "backticks", "html", "emphasis-and-links", "newline", "nul", "mention"],
 )
 def test_inline_escapes(raw: str, shown: str) -> None:
     assert inline(raw) == shown
