@@ -245,3 +245,33 @@ def test_a_baseline_replica_joins_the_noise_floor(
     assert numerics["metrics"]["aa_replica_flip_rate"] == 0.0
     assert numerics["metrics"]["aa_repeat_flip_rate"] == 0.0
     assert numerics["status"] == "fail"
+
+
+def test_the_matrix_gives_each_execution_path_its_own_verdict(
+    clean_engine: RunningEngine,
+    benign_engine: RunningEngine,
+    mixed_dtype_engine: RunningEngine,
+    tmp_path: Path,
+) -> None:
+    # The same two candidates and gates as the two tests above, as entries of one matrix.
+    spec = {
+        "baseline": {"url": clean_engine.base_url},
+        "settings": {"gates": ["startup", "golden"], "categories": ["canary"]},
+        "entries": [
+            {"name": "mmap-off", "url": benign_engine.base_url, "engine_version": "0.3.16",
+             "hardware": "cpu", "quantization": "Q4_1"},
+            {"name": "fused-norm", "url": mixed_dtype_engine.base_url, "quantization": "Q4_1",
+             "norm_dtype": "bf16", "fusion": ["attn_norm"]},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "matrix.yaml"
+    path.write_text(json.dumps(spec))  # JSON is YAML
+    out = tmp_path / "matrix.json"
+    proc = servegate("matrix", str(path), "--db", str(tmp_path / "runs.db"), "--json", str(out))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1  # one entry failed
+    rows = {r["entry"]: r for r in json.loads(out.read_text())}
+    assert rows["mmap-off"]["gates"] == {"startup": "pass", "golden": "pass"}
+    assert rows["fused-norm"]["gates"] == {"startup": "pass", "golden": "fail"}
+    assert rows["fused-norm"]["matrix"]["norm_dtype"] == "bf16"
+    assert "Execution-path matrix" in proc.stdout  # the table people read

@@ -1,0 +1,132 @@
+"""The execution-path matrix file of `servegate matrix FILE`: one shared baseline, one candidate
+per entry, each entry declaring the path it runs (the seed's release matrix).
+
+```yaml
+baseline: {url: http://10.0.0.1:8000/v1}    # or baseline_run: NAME (a stored baseline)
+settings: {gates: [startup, numerics, golden], categories: [canary]}   # GateConfig keys
+entries:
+  - name: fp8-tp2-graph
+    url: http://10.0.0.2:8000/v1             # or launch: {command: [...]}
+    engine_version: vllm 0.25.1
+    hardware: H200
+    tp: 2
+    execution: graph
+    attention_backend: flashinfer
+    quantization: fp8
+    fusion: [rms_norm_quant]
+    activation_dtype: bf16
+    norm_dtype: fp32
+```
+
+Every key is known: an unknown one is a one-line error naming it, before anything runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from servegate.config.loader import ConfigError, read_yaml, validate
+from servegate.config.models import EndpointConfig, GateConfig, LaunchConfig
+
+# The declared fields, in the order the matrix table shows them.
+MATRIX_FIELDS = (
+    "model",
+    "engine_version",
+    "hardware",
+    "tp",
+    "execution",
+    "attention_backend",
+    "quantization",
+    "fusion",
+    "activation_dtype",
+    "norm_dtype",
+)
+STORED_PLACEHOLDER = "http://stored-baseline.invalid/v1"  # checked before the stored URL is read
+# Run settings an entry cannot set: the matrix gives them.
+NOT_SETTINGS = frozenset({"baseline", "candidate", "baseline_run", "model"})
+
+
+class MatrixEntry(BaseModel):
+    """One candidate of the matrix and the execution path it declares."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100)
+    url: str | None = None
+    api_key_env: str | None = None
+    launch: LaunchConfig | None = None
+    model: str | None = None
+    engine_version: str | None = None
+    hardware: str | None = None
+    tp: int | None = Field(default=None, ge=1)
+    execution: Literal["eager", "graph"] | None = None
+    attention_backend: str | None = None
+    quantization: str | None = None
+    fusion: tuple[str, ...] = ()
+    activation_dtype: str | None = None
+    norm_dtype: str | None = None
+
+    def declared(self) -> dict[str, str]:
+        """The execution-path fields it sets, as text (recorded in the candidate's fingerprint)."""
+        out: dict[str, str] = {}
+        for key in MATRIX_FIELDS:
+            value = getattr(self, key)
+            if value in (None, ()):
+                continue
+            out[key] = ", ".join(value) if isinstance(value, tuple) else str(value)
+        return out
+
+    def endpoint(self) -> EndpointConfig:
+        return EndpointConfig(url=self.url, api_key_env=self.api_key_env, launch=self.launch,
+                              matrix=self.declared())  # fmt: skip
+
+
+class MatrixFile(BaseModel):
+    """The whole file: the shared baseline, the run settings, the entries."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    baseline: EndpointConfig | None = None
+    baseline_run: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    entries: tuple[MatrixEntry, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_baseline(self) -> MatrixFile:
+        if (self.baseline is None) == (self.baseline_run is None):
+            raise ValueError("give a baseline (url or launch) or a baseline_run, not both")
+        names = [e.name for e in self.entries]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"entry names must be unique: {twice[0]!r} is used twice")
+        unknown = sorted(set(self.settings) - (set(GateConfig.model_fields) - NOT_SETTINGS))
+        if unknown:
+            raise ValueError(f"settings.{unknown[0]}: unknown run setting")
+        return self
+
+    def config(self, entry: MatrixEntry, source: str, stored_url: str | None = None) -> GateConfig:
+        """The GateConfig of one entry's run; `stored_url` is where a stored baseline
+        (`baseline_run`) was recorded from."""
+        baseline = self.baseline or EndpointConfig(url=stored_url or STORED_PLACEHOLDER)
+        data = {**self.settings, "baseline": baseline, "candidate": entry.endpoint(),
+                "baseline_run": self.baseline_run, "model": entry.model}  # fmt: skip
+        return validate(GateConfig, data, f"{source}: entry {entry.name!r}")
+
+
+def load_matrix(path: Path) -> MatrixFile:
+    """Read and check a matrix file (every entry's run configuration included)."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with baseline and entries")
+    suite = (
+        data.get("settings", {}).get("suite") if isinstance(data.get("settings"), dict) else None
+    )
+    if isinstance(suite, str) and not Path(suite).is_absolute():
+        data["settings"]["suite"] = str(path.parent / suite)  # relative to the file
+    matrix = validate(MatrixFile, data, str(path))
+    for entry in matrix.entries:
+        matrix.config(entry, str(path))
+    return matrix
