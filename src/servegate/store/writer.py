@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.recording import Result
@@ -41,13 +41,22 @@ def now() -> str:
 def _sqlite_pragmas(busy_timeout_s: float) -> Callable[[Any, Any], None]:
     def on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 
     return on_connect
+
+
+def _wal(engine: Engine) -> None:
+    """WAL mode, kept in the file, set once the file is known to be ours (a foreign database is
+    refused by `upgrade` before this, untouched). A read-only file is read in the mode it has."""
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+    except OperationalError:
+        return
 
 
 def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Engine:
@@ -78,6 +87,8 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
         upgrade(engine)
+        if engine.dialect.name == "sqlite":
+            _wal(engine)
     except StoreError:
         raise
     except SQLAlchemyError as exc:

@@ -45,3 +45,28 @@ def test_runs_json_shows_killed_runs_as_interrupted(tmp_path: Path) -> None:
         "crashed": "crashed",
     }
     assert by_id[ids["crashed"]]["reason"] == "RuntimeError: boom"
+
+
+def test_a_corrupt_or_foreign_database_file_is_one_line_and_left_untouched(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    from servegate.cli.gate_cmd import gate
+
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(os.urandom(8192))
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("create table runs (x integer)")
+    for path, message in (
+        (corrupt, f"cannot open the database {corrupt}: file is not a database"),
+        (foreign, f"the database {foreign} has a 'runs' table without the column 'baseline_url': "
+                  "it belongs to another schema; use a new --db"),
+    ):  # fmt: skip
+        before = path.read_bytes()
+        for command, args in ((runs, []), (gate, ["--resume", "abc"])):
+            result = CliRunner().invoke(command, [*args, "--db", str(path)])
+            assert result.exit_code == 2, result.output
+            assert result.output.strip().splitlines() == [f"servegate: error: {message}"]
+        assert path.read_bytes() == before
