@@ -22,7 +22,7 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
 from servegate.gates import context, golden, numerics, performance, startup
 from servegate.gates.pair import EndpointPair
-from servegate.gates.recording import NullRecorder, Recorder
+from servegate.gates.recording import HeldRecords, NullRecorder, Recorder
 from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
 from servegate.managed.launcher import Managed
 from servegate.managed.sides import launched
@@ -495,13 +495,16 @@ async def _run(
             if replica is not None:
                 await preflight(replica, cfg.probe_deadline_s)
             model = _choose_model(cfg, b_pre, c_pre)
+        # The fingerprint's GETs are sent before the run's row exists: kept here, recorded
+        # under gate "fingerprint" once it does.
+        held = HeldRecords()
         if stored is not None and store is not None:
             b_fp = _stored_fingerprint(store, stored, model)
         else:
-            b_fp = await _fingerprint("baseline", cfg.baseline, baseline, display_url(b_url),
-                                      model, b_pre.models, managed)  # fmt: skip
-        c_fp = await _fingerprint("candidate", cfg.candidate, candidate, display_url(c_url),
-                                  model, c_pre.models, managed)  # fmt: skip
+            b_fp = await _fingerprint("baseline", cfg.baseline, held.wrap(baseline),
+                                      display_url(b_url), model, b_pre.models, managed)  # fmt: skip
+        c_fp = await _fingerprint("candidate", cfg.candidate, held.wrap(candidate),
+                                  display_url(c_url), model, c_pre.models, managed)  # fmt: skip
         fingerprints = run_fingerprints(cfg, {"baseline": b_fp, "candidate": c_fp})
         if stored is not None:
             refusal = baseline_refusal(stored, fingerprints)
@@ -526,6 +529,7 @@ async def _run(
             )
         try:
             recorder: Recorder = writer if writer is not None else NullRecorder()
+            held.flush(recorder)
             pair = EndpointPair(
                 baseline, candidate, model=model, recorder=recorder, replica=replica,
                 hung_after=cfg.hung_after_timeouts,

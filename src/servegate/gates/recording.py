@@ -102,3 +102,36 @@ class RecordingEndpoint:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class HeldRecords:
+    """A Recorder that keeps what it is given until `flush`: for requests sent before the run's
+    row exists (the endpoints' environment fingerprints), recorded once it does."""
+
+    GATE = "fingerprint"
+
+    def __init__(self) -> None:
+        self._held: list[dict[str, Any]] = []
+
+    def record(
+        self,
+        *,
+        gate: str,
+        probe: str,
+        side: str,
+        api: str,
+        request: Mapping[str, Any],
+        result: Result,
+    ) -> None:
+        self._held.append({"gate": gate, "probe": probe, "side": side, "api": api,
+                           "request": request, "result": result})  # fmt: skip
+
+    def wrap(self, endpoint: Endpoint) -> Endpoint:
+        """`endpoint`, each call held under gate "fingerprint", probe "environment"."""
+        return RecordingEndpoint(endpoint, self, gate=self.GATE, probe="environment")
+
+    def flush(self, recorder: Recorder) -> None:
+        """Hand everything held to `recorder`, in the order it was sent."""
+        held, self._held = self._held, []
+        for item in held:
+            recorder.record(**item)

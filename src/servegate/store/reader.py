@@ -62,8 +62,9 @@ def stored_report(engine: Engine, ref: str) -> Report:
 
 
 def request_latencies(engine: Engine, run_id: str) -> dict[str, list[float]]:
-    """End-to-end latency (ms) of each request of the run that succeeded, by side. The 1-token
-    isolation requests sent before each probe are left out: they are not the probes' latency.
+    """End-to-end latency (ms) of each completion of the run that succeeded, by side. The 1-token
+    isolation requests sent before each probe are left out (they are not the probes' latency),
+    and so are plain GETs (model listing, fingerprint).
     Of a resumed run, each gate's requests are those of the attempt that judged it."""
     req, judged = tables.requests, tables.gate_results
     query = (
@@ -78,6 +79,7 @@ def request_latencies(engine: Engine, run_id: str) -> dict[str, list[float]]:
             req.c.e2el_ms.is_not(None),
             req.c.error_category.is_(None),
             req.c.probe.not_like("%:isolation"),
+            req.c.api.in_(("chat", "completions")),  # generation, not GET /models and the like
         )
         .order_by(req.c.id)
     )

@@ -60,16 +60,18 @@ async def test_a_gate_run_is_recorded_in_postgresql_and_listed(
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["exit_code"] == code
     served = len(baseline.requests) + len(candidate.requests)
-    # The environment fingerprint asks each side about itself once; those are not probes.
-    fingerprint = ("/version", "/info", "/props", "/metrics", "/v1/models")
-    asked = [r.path for s in (baseline, candidate) for r in s.requests if r.path in fingerprint]
-    assert len(asked) == 2 * 6  # /v1/models twice: the preflight and the fingerprint
+    # The preflight GET /models, sent to each side before the run exists, is not recorded.
+    preflight = [r.path for s in (baseline, candidate) for r in s.requests[:1]]
+    assert preflight == ["/v1/models", "/v1/models"]
 
     engine = create_engine(postgres_url)
     try:
         with engine.connect() as conn:
             runs = conn.execute(text("select id, state, verdict, pid from runs")).all()
             recorded = conn.execute(text("select count(*) from requests")).scalar_one()
+            fingerprint = conn.execute(
+                text("select count(*) from requests where gate = 'fingerprint'")
+            ).scalar_one()
             gates = conn.execute(text("select gate from gate_results")).scalars().all()
     finally:
         engine.dispose()
@@ -77,8 +79,10 @@ async def test_a_gate_run_is_recorded_in_postgresql_and_listed(
     assert (run_id, state, verdict) == (report["run_id"], "finished", report["verdict"])
     assert pid not in (None, os.getpid())  # the servegate process that ran the gate
     assert gates == ["golden"]
-    # Every request the servers answered is a row, but the preflight and the fingerprint.
-    assert recorded == served - len(asked) > 0
+    # Every request the servers answered is a row but the preflight; the environment
+    # fingerprint asks each side /version, /info, /models, /props and /metrics.
+    assert recorded == served - len(preflight) > 0
+    assert fingerprint == 2 * 5
 
     code, out, err = await _servegate("runs", "--db", postgres_url, "--json")
     assert code == 0, err
