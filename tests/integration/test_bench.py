@@ -10,7 +10,6 @@ never a fixed wall-clock budget.
 
 from __future__ import annotations
 
-import itertools
 import json
 import socket
 import subprocess
@@ -263,8 +262,12 @@ def test_a_timestamped_replay_keeps_its_schedule_and_bodies(
     assert step["metrics"]["itl_token_ms"]["count"] == 0
     truth = _truth(stream_server)
     measured = truth[1:]  # after the one warm-up request
-    gaps_ms = [(b["recv_ns"] - a["recv_ns"]) / 1e6 for a, b in itertools.pairwise(measured)]
-    assert all(gap >= 50.0 * 0.9 for gap in gaps_ms), gaps_ms  # 1 s apart, scaled by 0.05
+    # Timestamps 1 s apart, scaled by 0.05: request i is due 50 ms × i after the first. A
+    # schedule is kept when no request is sent early; one sent late (a busy machine) only shifts
+    # that request, so each is checked against its own due time, not the gap to the one before.
+    offsets_ms = [(r["recv_ns"] - measured[0]["recv_ns"]) / 1e6 for r in measured]
+    assert len(offsets_ms) == 4
+    assert all(at >= 50.0 * i * 0.9 for i, at in enumerate(offsets_ms)), offsets_ms
 
 
 @pytest.fixture
