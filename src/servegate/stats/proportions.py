@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats
-
 
 @dataclass(frozen=True, slots=True)
 class RateIncrease:
@@ -44,5 +42,7 @@ def rate_increase(
             [candidate_failed, candidate_n - candidate_failed],
             [baseline_failed, baseline_n - baseline_failed],
         ]
+        from scipy import stats as scipy_stats  # here, not at start-up: scipy takes ~1 s to load
+
         p = float(scipy_stats.fisher_exact(table, alternative="greater").pvalue)
     return RateIncrease(baseline_failed, baseline_n, candidate_failed, candidate_n, p)
