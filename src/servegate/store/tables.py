@@ -94,3 +94,46 @@ baselines = Table(
     Column("fingerprint_json", Text, nullable=False),  # flat: baseline.models, suite, servegate…
     Column("config_json", Text, nullable=False),  # the recording's GateConfig, policy included
 )
+
+# `servegate proxy` (revision 0005_proxy): a session is one proxy identity, kept across restarts;
+# its mirrored pairs (redacted before they are written) and the canary's judged intervals.
+proxy_sessions = Table(
+    "proxy_sessions",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("started_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("mode", String(16), nullable=False),  # shadow | canary
+    Column("primary_url", Text, nullable=False),
+    Column("candidate_url", Text, nullable=False),
+    Column("config_json", Text, nullable=False),
+    Column("state_json", Text, nullable=True),  # the canary's state (step, weight, phase)
+)
+
+proxy_pairs = Table(
+    "proxy_pairs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", String(200), ForeignKey("proxy_sessions.id"), nullable=False),
+    Column("recorded_at", String(40), nullable=False),
+    Column("path", String(200), nullable=False),
+    Column("request_json", Text, nullable=False),
+    Column("primary_json", Text, nullable=False),  # status, body or text, timings
+    Column("candidate_json", Text, nullable=True),  # NULL: dropped or not mirrored
+    Column("comparison_json", Text, nullable=True),
+)
+Index("ix_proxy_pairs_session", proxy_pairs.c.session_id, proxy_pairs.c.id)
+
+canary_decisions = Table(
+    "canary_decisions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("session_id", String(200), ForeignKey("proxy_sessions.id"), nullable=False),
+    Column("decided_at", String(40), nullable=False),
+    Column("step_index", Integer, nullable=False),
+    Column("weight", Float, nullable=False),
+    Column("action", String(16), nullable=False),  # promote | hold | rollback | complete
+    Column("score", Float, nullable=True),
+    Column("evidence_json", Text, nullable=False),
+)
+Index("ix_canary_decisions_session", canary_decisions.c.session_id, canary_decisions.c.id)

@@ -159,7 +159,7 @@ def _assert_old_rows_kept_and_new_rows_get_the_process(db: str) -> None:
 
 def test_an_empty_database_is_migrated_to_exactly_the_tables(store_url: str) -> None:
     open_engine(store_url).dispose()
-    assert _version(store_url) == [schema.head()] == ["0004_baselines"]
+    assert _version(store_url) == [schema.head()] == ["0005_proxy"]
     engine = _plain(store_url)
     try:
         with engine.connect() as conn:
@@ -244,7 +244,7 @@ def test_a_database_from_a_newer_servegate_is_refused_not_downgraded(store_url: 
     shown = store_url if "://" not in store_url else make_url(store_url).render_as_string()
     assert message == (
         f"the database {shown} is at schema revision 0099_future, which this servegate does "
-        "not know (it knows up to 0004_baselines): a newer servegate wrote it; upgrade "
+        "not know (it knows up to 0005_proxy): a newer servegate wrote it; upgrade "
         "servegate or use another --db"
     )
     assert raised.value.exit_code == 2

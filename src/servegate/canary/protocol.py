@@ -1,0 +1,60 @@
+"""The contract between `servegate proxy` (which serves user requests) and a canary controller
+(which decides which side serves each one and judges the candidate interval by interval).
+
+The proxy asks `choose(u)` for every routable request, serves it from that side (the user gets
+that side's answer), measures it and hands one `Observation` to `observe`. The controller judges
+intervals in `run`, moves its weight step by step or back to 0, and records every decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Side = Literal["primary", "candidate", "secondary"]
+
+# Per-request values the proxy measures; a name absent from `Observation.metrics` was not measured
+# for that request (a JSON parse failure is only measured when the request asked for JSON).
+METRICS: Mapping[str, str] = {
+    "error": "1 when the request failed: HTTP status >= 500, connection error or timeout; else 0",
+    "timeout": "1 when the upstream did not answer (or went silent mid-stream) in time; else 0",
+    "ttft_ms": "first chunk carrying a token - request forwarded, ms (streamed requests only)",
+    "e2el_ms": "last byte of the answer - request forwarded, ms",
+    "empty_output": "1 when a successful answer has no text and no tool call; else 0",
+    "repeated_token_ratio": "share of the answer's tokens that repeat the token before, 0..1",
+    "abnormal_char_ratio": "share of the answer's characters that are replacement, control or "
+    "private-use characters, 0..1",
+    "garbage": "1 when the answer is degenerate (the probes' degeneration check); else 0",
+    "json_parse_failure": "1 when a request asking for JSON got text that does not parse; else 0",
+    "tool_call_parse_failure": "1 when a tool call's arguments do not parse as JSON; else 0",
+}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One user request, served by `side`, as the proxy measured it."""
+
+    side: Side
+    at: float  # time.time() when the answer completed
+    metrics: Mapping[str, float]  # names from METRICS
+
+
+class CanaryController(Protocol):
+    def choose(self, u: float) -> Side:
+        """The side that serves a request, given `u` drawn uniformly from [0, 1)."""
+        ...
+
+    def observe(self, observation: Observation) -> None:
+        """Take one served request into the current interval (never blocks, never raises)."""
+        ...
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Judge interval after interval until `stop` is set or the canary has finished."""
+        ...
+
+    def snapshot(self) -> Mapping[str, Any]:
+        """JSON-able state: step, weight, phase (progressing|promoted|rolled_back), last
+        decision with its evidence — what /metrics, the Flagger webhook and the CLI show."""
+        ...
