@@ -1,1 +1,22 @@
 """Canary judgement: which share of live traffic the candidate gets, and when to roll back."""
+
+from servegate.canary.controller import Controller, Decision, Recorder
+from servegate.canary.judge import IntervalJudgement, MetricJudgement, judge_interval
+from servegate.canary.plan import CanaryPlan, CanaryPlanError, parse_plan
+from servegate.canary.protocol import METRICS, CanaryController, Observation, Side
+
+__all__ = [
+    "METRICS",
+    "CanaryController",
+    "CanaryPlan",
+    "CanaryPlanError",
+    "Controller",
+    "Decision",
+    "IntervalJudgement",
+    "MetricJudgement",
+    "Observation",
+    "Recorder",
+    "Side",
+    "judge_interval",
+    "parse_plan",
+]

@@ -127,6 +127,77 @@ class Tolerance(_Frozen):
     )
 
 
+class CanaryPolicy(_Frozen):
+    """How the canary (`servegate proxy --mode canary`, docs/canary.md) judges each interval.
+
+    It also applies `significance_alpha`, `error_rate_increase_max`, `p95_latency_regression_max`
+    and `noise_k` from the top level, per interval, to live requests.
+    """
+
+    min_requests: int = _key(
+        20,
+        "requests per side and metric in an interval",
+        "Fewer answers than this on either side and a metric is not measured in that interval, "
+        "never passed; when the error rate, E2EL or garbage is not measured the interval is "
+        "held (extended) instead of promoting blindly. The performance gate's minimum "
+        "(performance_min_samples): a P95 of fewer values is one of its largest values.",
+        ge=2,
+    )
+    max_extensions: int = _key(
+        3,
+        "intervals",
+        "How many times one step may be held (too few requests, or a marginal score) before the "
+        "canary rolls back: a candidate that cannot be judged is never promoted.",
+        ge=0,
+    )
+    pass_score: float = _key(
+        95.0,
+        "score points (0-100)",
+        "An interval whose weighted score (the share of measured metric weight classified pass) "
+        "reaches this promotes the candidate to the next step. Kayenta's default pass mark.",
+        ge=0.0,
+        le=100.0,
+    )
+    marginal_score: float = _key(
+        75.0,
+        "score points (0-100)",
+        "A score from here up to pass_score holds the step for another interval (counted "
+        "against max_extensions); below it the canary rolls back. Kayenta's default marginal "
+        "mark.",
+        ge=0.0,
+        le=100.0,
+    )
+    garbage_rate_increase_max: Fraction = _key(
+        0.0,
+        "fraction of answers",
+        "How much the candidate's share of degenerate answers (the probes' severe-degeneration "
+        "check) may exceed the primary's, once also significant. A critical metric: any "
+        "significant excess rolls back whatever the score (the mixed-dtype engine answers "
+        "garbage to every request).",
+    )
+    parse_failure_ratio_max: float = _key(
+        2.0,
+        "× the primary's rate",
+        "The candidate's JSON and tool-call parse failure rates fail once this many times the "
+        "primary's or more (doubled, the seed's rule; any significant failure rate when the "
+        "primary has none). Critical metrics.",
+        gt=1.0,
+    )
+    content_ratio_increase_max: Fraction = _key(
+        0.05,
+        "fraction (absolute)",
+        "How much the candidate's empty-output share and mean repeated-token and "
+        "abnormal-character ratios may exceed the primary's, once also significant. Not "
+        "critical: they lower the score; severe cases are garbage, which is.",
+    )
+
+    @model_validator(mode="after")
+    def _marks_in_order(self) -> CanaryPolicy:
+        if self.marginal_score > self.pass_score:
+            raise ValueError("marginal_score must not exceed pass_score")
+        return self
+
+
 class Policy(_Frozen):
     """Verdict thresholds (DESIGN.md defaults); a YAML policy file overrides them.
 
@@ -168,7 +239,9 @@ class Policy(_Frozen):
         3.0,
         "× floor",
         "How many times the baseline's own noise (A/A and path noise: cache hit vs miss, "
-        "streamed vs not, alongside another request, a replica) a candidate may drift.",
+        "streamed vs not, alongside another request, a replica) a candidate may drift. With a "
+        "canary's secondary, a shift held against the candidate must exceed this many times "
+        "the secondary's shift.",
         gt=0.0,
     )
     near_tie_margin_nats: float = _key(
@@ -221,7 +294,7 @@ class Policy(_Frozen):
         "fraction of the baseline's P95",
         "How much higher the candidate's P95 TTFT, TPOT or E2EL may be than the baseline's "
         "before it can fail, and only when also significant (significance_alpha). DESIGN.md: "
-        "+20 %.",
+        "+20 %. The canary applies it to each interval's P95 TTFT and E2EL.",
         ge=0.0,
     )
     throughput_drop_max: float = _key(
@@ -238,14 +311,16 @@ class Policy(_Frozen):
         "fraction of requests (0.01 = 1 point)",
         "How much the candidate's error rate under load may exceed the baseline's before it can "
         "fail, and only when also significant (one-sided Fisher exact test). DESIGN.md: "
-        "+1 point.",
+        "+1 point. The canary applies it to each interval's error and timeout rates "
+        "(Mann-Whitney U there).",
     )
     significance_alpha: float = _key(
         0.05,
         "p-value",
         "A performance shift fails only when its one-sided test (Mann-Whitney U for latencies "
         "and throughput, Fisher exact for error rates) is below this level as well as beyond "
-        "its threshold (Kayenta style): one noisy run cannot roll back a release.",
+        "its threshold (Kayenta style): one noisy run cannot roll back a release. The canary "
+        "tests every metric of an interval at this level.",
         gt=0.0,
         lt=1.0,
     )
@@ -260,6 +335,10 @@ class Policy(_Frozen):
     tolerance: Tolerance = Field(
         default_factory=Tolerance,
         description="The drift tolerance for any model without an entry in `models`.",
+    )
+    canary: CanaryPolicy = Field(
+        default_factory=CanaryPolicy,
+        description="How the canary judges each interval (docs/canary.md).",
     )
     models: dict[str, Tolerance] = Field(
         default_factory=dict,

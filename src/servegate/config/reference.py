@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from servegate.config.models import Policy, Tolerance
+from servegate.config.models import CanaryPolicy, Policy, Tolerance
 
 HEADER = """# Policy reference
 
@@ -32,7 +32,7 @@ models:
 def _default(model: type[BaseModel], name: str) -> str:
     field = model.model_fields[name]
     if field.default_factory is not None:
-        return "(see below)" if name == "tolerance" else "{}"
+        return "(see below)" if name in ("tolerance", "canary") else "{}"
     return f"`{field.default}`"
 
 
@@ -53,5 +53,11 @@ def policy_reference() -> str:
         (Tolerance.__doc__ or "").strip().splitlines()[0],
         "",
         *_table(Tolerance, "tolerance."),
+        "",
+        "## Canary (per interval)",
+        "",
+        " ".join((CanaryPolicy.__doc__ or "").split()),
+        "",
+        *_table(CanaryPolicy, "canary."),
     ]
     return "\n".join(parts) + "\n"

@@ -6,11 +6,13 @@ from pathlib import Path
 import pytest
 
 from servegate.config.loader import ConfigError, validate
-from servegate.config.models import Policy, Tolerance
+from servegate.config.models import CanaryPolicy, Policy, Tolerance
 from servegate.config.reference import policy_reference
 
 ROOT = Path(__file__).resolve().parents[3]
-JUDGES = [p for d in ("gates", "verdict") for p in (ROOT / "src/servegate" / d).glob("*.py")]
+JUDGES = [
+    p for d in ("gates", "verdict", "canary") for p in (ROOT / "src/servegate" / d).glob("*.py")
+]
 
 
 def test_docs_policy_md_is_the_generated_reference() -> None:
@@ -33,10 +35,18 @@ def test_every_tolerance_key_is_read_by_a_gate(key: str) -> None:
     assert any(pattern.search(p.read_text(encoding="utf-8")) for p in JUDGES), key
 
 
-@pytest.mark.parametrize("model", [Policy, Tolerance])
-def test_every_key_has_a_unit_and_a_reason(model: type[Policy] | type[Tolerance]) -> None:
+@pytest.mark.parametrize("key", list(CanaryPolicy.model_fields))
+def test_every_canary_key_is_read_by_the_canary(key: str) -> None:
+    pattern = re.compile(rf"policy\.canary\.{key}\b")
+    assert any(pattern.search(p.read_text(encoding="utf-8")) for p in JUDGES), key
+
+
+@pytest.mark.parametrize("model", [Policy, Tolerance, CanaryPolicy])
+def test_every_key_has_a_unit_and_a_reason(
+    model: type[Policy] | type[Tolerance] | type[CanaryPolicy],
+) -> None:
     for name, field in model.model_fields.items():
-        if name in ("tolerance", "models"):
+        if name in ("tolerance", "models", "canary"):
             continue
         assert isinstance(field.json_schema_extra, dict), name
         assert field.json_schema_extra.get("unit"), name

@@ -1,0 +1,255 @@
+"""The canary controller: routes a weight to the candidate, judges each interval, moves the weight.
+
+It implements `protocol.CanaryController`. `choose` sends `weight` % of requests to the
+candidate (and, with a secondary, an equal share to it while the primary keeps at least as many,
+so the noise floor is measured alongside); `observe` files each answer into the current interval;
+at the interval's end `tick` judges it (judge.py) and acts:
+
+- pass → promote to the next step (a fresh interval); passing the step before 100 completes it;
+- a critical metric high, or a score below marginal → roll back to 0 %, final;
+- marginal, or too few requests for a core metric → hold: the interval is extended and keeps its
+  answers, at most `canary.max_extensions` times per step, after which it rolls back (a
+  candidate that could not be judged is never promoted).
+
+Every decision goes to the recorder with the state it led to; a controller built from a saved
+state resumes at that step (the interrupted interval starts again: answers are not saved).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from servegate.canary.judge import RULES, IntervalJudgement, judge_interval
+from servegate.canary.plan import CanaryPlan, CanaryPlanError
+from servegate.canary.protocol import Observation, Side
+from servegate.config.models import Policy
+
+Phase = Literal["progressing", "promoted", "rolled_back"]
+Action = Literal["promote", "hold", "rollback", "complete"]
+STATE_VERSION = 1
+# Per side and metric; beyond this an interval's answers are counted but not kept (memory bound).
+MAX_SAMPLES = 100_000
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the controller did at the end of an interval, and the evidence for it."""
+
+    decided_at: float  # time.time()
+    step_index: int  # the step that was judged
+    weight: float  # its weight, %
+    action: Action
+    score: float | None
+    reason: str
+    evidence: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able."""
+        return {
+            "decided_at": self.decided_at,
+            "step_index": self.step_index,
+            "weight": self.weight,
+            "action": self.action,
+            "score": self.score,
+            "reason": self.reason,
+            "evidence": self.evidence,
+        }
+
+
+class Recorder(Protocol):
+    def record(self, decision: Decision, state: Mapping[str, Any]) -> None:
+        """Keep the decision and the state it led to (may block: run() calls it in a thread)."""
+        ...
+
+
+@dataclass
+class _Window:
+    """The answers of the interval being judged, per side and metric."""
+
+    started_at: float
+    samples: dict[Side, dict[str, list[float]]] = field(default_factory=dict)
+    requests: dict[Side, int] = field(default_factory=dict)
+    dropped: int = 0
+
+    def add(self, obs: Observation) -> None:
+        self.requests[obs.side] = self.requests.get(obs.side, 0) + 1
+        side = self.samples.setdefault(obs.side, {})
+        for name, value in obs.metrics.items():
+            if name not in RULES:
+                continue
+            values = side.setdefault(name, [])
+            if len(values) >= MAX_SAMPLES:
+                self.dropped += 1
+            else:
+                values.append(float(value))
+
+
+class Controller:
+    """A canary over `plan`, judged under `policy`; `state` resumes a saved one."""
+
+    def __init__(
+        self,
+        plan: CanaryPlan,
+        policy: Policy,
+        *,
+        secondary: bool = False,
+        recorder: Recorder | None = None,
+        state: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.plan, self.policy, self.secondary = plan, policy, secondary
+        self._recorder, self._clock = recorder, clock
+        now = clock()
+        self.step_index, self.phase, self.extensions = 0, "progressing", 0
+        self.weight = plan.steps[0]
+        self.last_decision: Decision | None = None
+        if state is not None:
+            self._resume(state)
+        self._window = _Window(now)
+        self.due_at = now + plan.interval_s
+
+    def _resume(self, state: Mapping[str, Any]) -> None:
+        steps = tuple(float(s) for s in state.get("steps", ()))
+        if state.get("version") != STATE_VERSION or steps != self.plan.steps:
+            shown = ",".join(f"{s:g}" for s in steps) or "?"
+            raise CanaryPlanError(
+                f"--steps: the saved canary ran with steps {shown}; resume it with the same "
+                "steps or start another session"
+            )
+        self.step_index = int(state["step_index"])
+        self.phase = state["phase"]
+        self.weight = float(state["weight"])
+        self.extensions = int(state["extensions"])
+        last = state.get("last_decision")
+        self.last_decision = None if last is None else Decision(**last)
+
+    # --- the contract with the proxy -------------------------------------------------------
+
+    def choose(self, u: float) -> Side:
+        """The side that serves a request, given `u` drawn uniformly from [0, 1)."""
+        share = self.weight / 100
+        if u < share:
+            return "candidate"
+        if self.secondary and self.phase == "progressing" and u < share + self.secondary_share:
+            return "secondary"
+        return "primary"
+
+    @property
+    def secondary_share(self) -> float:
+        """The secondary's share: the candidate's, but never more than the primary keeps."""
+        share = self.weight / 100
+        return min(share, (1 - share) / 2) if self.secondary else 0.0
+
+    def observe(self, observation: Observation) -> None:
+        """File one answer into the current interval; answers from before it started, or after
+        the canary finished, judge nothing."""
+        if self.phase != "progressing" or observation.at < self._window.started_at:
+            return
+        self._window.add(observation)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Judge every interval until `stop` is set or the canary has finished; each decision
+        is recorded (in a thread) before the next interval is waited for."""
+        while self.phase == "progressing" and not stop.is_set():
+            wait = self.due_at - self._clock()
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=wait)
+                    return
+                except TimeoutError:
+                    pass
+            decision = self.tick()
+            if decision is not None and self._recorder is not None:
+                await asyncio.to_thread(self._recorder.record, decision, self.state())
+
+    def snapshot(self) -> dict[str, Any]:
+        """State, the current interval's request counts and the last decision, JSON-able."""
+        return {
+            **self.state(),
+            "secondary_weight": round(self.secondary_share * 100, 6),
+            "interval_started_at": self._window.started_at,
+            "due_at": self.due_at,
+            "requests": dict(self._window.requests),
+        }
+
+    # --- judgement -------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """What a restart needs (proxy_sessions.state_json)."""
+        return {
+            "version": STATE_VERSION,
+            "steps": list(self.plan.steps),
+            "interval_s": self.plan.interval_s,
+            "step_index": self.step_index,
+            "weight": self.weight,
+            "phase": self.phase,
+            "extensions": self.extensions,
+            "last_decision": None if self.last_decision is None else self.last_decision.as_dict(),
+        }
+
+    def tick(self) -> Decision | None:
+        """Judge the interval if it is due; the decision taken, or None (not due, or finished).
+        Records nothing: `run` (or the caller) passes the decision to the recorder."""
+        now = self._clock()
+        if self.phase != "progressing" or now < self.due_at:
+            return None
+        w = self._window
+        judged = judge_interval(
+            w.samples.get("primary", {}),
+            w.samples.get("candidate", {}),
+            self.policy,
+            w.samples.get("secondary") if self.secondary else None,
+        )
+        action, reason = self._act(judged)
+        evidence = {
+            **judged.evidence(),
+            "interval": {
+                "started_at": w.started_at,
+                "ended_at": now,
+                "extensions": self.extensions,
+            },
+            "requests": dict(w.requests),
+            "samples_dropped": w.dropped,
+            "secondary": self.secondary,
+        }
+        decision = Decision(
+            now, self.step_index, self.weight, action, judged.score, reason, evidence
+        )
+        self._apply(action, now)
+        decision.evidence["next_weight"] = self.weight
+        self.last_decision = decision
+        return decision
+
+    def _act(self, judged: IntervalJudgement) -> tuple[Action, str]:
+        if judged.outcome == "fail":
+            return "rollback", judged.reason
+        if judged.outcome == "pass":
+            last = self.step_index + 1 >= len(self.plan.steps) - 1
+            return ("complete" if last else "promote"), judged.reason
+        limit = self.policy.canary.max_extensions
+        if self.extensions >= limit:
+            return "rollback", (
+                f"{judged.outcome} after {self.extensions} extension(s) of step "
+                f"{self.weight:g} % (canary.max_extensions {limit}): {judged.reason}"
+            )
+        return "hold", judged.reason
+
+    def _apply(self, action: Action, now: float) -> None:
+        if action == "hold":
+            self.extensions += 1
+            self.due_at = now + self.plan.interval_s
+            return
+        if action == "rollback":
+            self.phase, self.weight = "rolled_back", 0.0
+        elif action == "complete":
+            self.phase, self.step_index, self.weight = "promoted", len(self.plan.steps) - 1, 100.0
+        else:
+            self.step_index += 1
+            self.weight = self.plan.steps[self.step_index]
+        self.extensions = 0
+        self._window = _Window(now)
+        self.due_at = now + self.plan.interval_s
