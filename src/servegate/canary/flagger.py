@@ -1,0 +1,123 @@
+"""Flagger webhooks answered from the canary's current judgement (docs/deploy.md).
+
+Flagger POSTs `{"name", "namespace", "phase", "checksum", "metadata"}` to each webhook and reads
+only the status: 200-202 lets the analysis go on, anything else halts it and counts a failed
+check (Flagger's docs/gitbook/usage/webhooks.md, v1.44.0). Mounted by `servegate proxy`:
+
+- `pre-rollout`: go unless servegate has rolled the candidate back;
+- `rollout`: go only when the candidate passed its last judged interval (or was promoted); a hold
+  or no judgement yet halts (503), a rollback halts (409) — Flagger rolls back once its own
+  failed-check threshold is reached;
+- `rollback`: Flagger's rollback hook stops the analysis and fails the canary on a 2xx, so it
+  answers 200 exactly when servegate has rolled back, and 409 otherwise.
+
+The body always says why, in one line, beside the state it was read from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+Snapshot = Callable[[], Mapping[str, Any]]
+MAX_BODY_BYTES = 64 * 1024
+FIELDS = ("name", "namespace", "phase")
+
+
+class PayloadError(ValueError):
+    """A request body that is not Flagger's webhook payload."""
+
+
+async def _read(request: Request) -> bytes:
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:  # never held whole: a webhook payload is small
+            raise PayloadError(f"body over {MAX_BODY_BYTES} bytes")
+    return bytes(raw)
+
+
+def _payload(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise PayloadError("body is not JSON") from None
+    if not isinstance(body, dict):
+        raise PayloadError("body is not a JSON object")
+    for name in FIELDS:
+        if not isinstance(body.get(name), str):
+            raise PayloadError(f"field {name!r} missing or not a string")
+    metadata = body.get("metadata", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise PayloadError("field 'metadata' is not a map of strings")
+    return body
+
+
+def decide(hook: str, state: Mapping[str, Any]) -> tuple[int, str]:
+    """The status and the one-line reason for `hook` given the controller's snapshot."""
+    phase = state.get("phase")
+    last = state.get("last_decision") or {}
+    action, reason = last.get("action"), last.get("reason", "")
+    weight = _percent(state.get("weight"))
+    if hook == "rollback":
+        if phase == "rolled_back":
+            return 200, f"servegate rolled the candidate back: {reason}"
+        return 409, f"servegate has not rolled back (phase {phase}, weight {weight})"
+    if phase == "rolled_back":
+        return 409, f"servegate rolled the candidate back: {reason}"
+    if hook == "pre-rollout":
+        return 200, f"servegate canary {phase} at {weight}"
+    if phase == "promoted":
+        return 200, f"servegate promoted the candidate: {reason}"
+    if action in ("promote", "complete"):
+        return 200, f"the candidate passed its last interval: {reason}"
+    if action == "hold":
+        return 503, f"servegate holds at {weight}: {reason}"
+    return 503, f"servegate has not judged an interval yet (weight {weight})"
+
+
+def _percent(value: Any) -> str:
+    return f"{value:g} %" if isinstance(value, int | float) else "unknown"
+
+
+def flagger_routes(snapshot: Snapshot, prefix: str = "/servegate/flagger") -> list[Route]:
+    """Routes for Flagger's pre-rollout, rollout and rollback webhooks (POST), each answered
+    from `snapshot()` — the canary controller's, read at the time of the call."""
+
+    def endpoint(hook: str) -> Callable[[Request], Any]:
+        async def answer(request: Request) -> JSONResponse:
+            try:
+                body = _payload(await _read(request))
+            except PayloadError as exc:
+                return JSONResponse({"go": False, "reason": f"bad webhook payload: {exc}"}, 400)
+            state = dict(snapshot())
+            status, reason = decide(hook, state)
+            last = state.get("last_decision") or {}
+            return JSONResponse(
+                {
+                    "go": 200 <= status <= 202,
+                    "reason": reason,
+                    "hook": hook,
+                    "canary": {k: body[k] for k in (*FIELDS, "checksum") if k in body},
+                    "servegate": {
+                        "phase": state.get("phase"),
+                        "weight": state.get("weight"),
+                        "step_index": state.get("step_index"),
+                        "action": last.get("action"),
+                        "score": last.get("score"),
+                    },
+                },
+                status,
+            )
+
+        return answer
+
+    return [
+        Route(f"{prefix}/{hook}", endpoint(hook), methods=["POST"], name=f"flagger-{hook}")
+        for hook in ("pre-rollout", "rollout", "rollback")
+    ]
