@@ -8,6 +8,8 @@ check (Flagger's docs/gitbook/usage/webhooks.md, v1.44.0). Mounted by `servegate
 - `rollout`: go only when the candidate passed its last judged interval (or was promoted); a hold
   or no judgement yet halts (503), a rollback halts (409) — Flagger rolls back once its own
   failed-check threshold is reached;
+- `confirm-promotion`: 200 only once servegate has promoted the candidate to 100 %, else 503
+  (Flagger keeps running its checks and waits);
 - `rollback`: Flagger's rollback hook stops the analysis and fails the canary on a 2xx, so it
   answers 200 exactly when servegate has rolled back, and 409 otherwise.
 
@@ -27,6 +29,7 @@ from starlette.routing import Route
 Snapshot = Callable[[], Mapping[str, Any]]
 MAX_BODY_BYTES = 64 * 1024
 FIELDS = ("name", "namespace", "phase")
+HOOKS = ("pre-rollout", "rollout", "confirm-promotion", "rollback")
 
 
 class PayloadError(ValueError):
@@ -72,6 +75,10 @@ def decide(hook: str, state: Mapping[str, Any]) -> tuple[int, str]:
         return 409, f"servegate rolled the candidate back: {reason}"
     if hook == "pre-rollout":
         return 200, f"servegate canary {phase} at {weight}"
+    if hook == "confirm-promotion":
+        if phase == "promoted":
+            return 200, f"servegate promoted the candidate: {reason}"
+        return 503, f"servegate has not promoted yet (phase {phase}, weight {weight})"
     if phase == "promoted":
         return 200, f"servegate promoted the candidate: {reason}"
     if action in ("promote", "complete"):
@@ -86,7 +93,8 @@ def _percent(value: Any) -> str:
 
 
 def flagger_routes(snapshot: Snapshot, prefix: str = "/servegate/flagger") -> list[Route]:
-    """Routes for Flagger's pre-rollout, rollout and rollback webhooks (POST), each answered
+    """Routes for Flagger's pre-rollout, rollout, confirm-promotion and rollback webhooks
+    (POST `{prefix}/{hook}`), each answered
     from `snapshot()` — the canary controller's, read at the time of the call."""
 
     def endpoint(hook: str) -> Callable[[Request], Any]:
@@ -119,5 +127,5 @@ def flagger_routes(snapshot: Snapshot, prefix: str = "/servegate/flagger") -> li
 
     return [
         Route(f"{prefix}/{hook}", endpoint(hook), methods=["POST"], name=f"flagger-{hook}")
-        for hook in ("pre-rollout", "rollout", "rollback")
+        for hook in HOOKS
     ]

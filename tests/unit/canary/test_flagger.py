@@ -16,7 +16,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from servegate.canary.controller import Controller
-from servegate.canary.flagger import MAX_BODY_BYTES, flagger_routes
+from servegate.canary.flagger import HOOKS, MAX_BODY_BYTES, flagger_routes
 from servegate.canary.plan import parse_plan
 from servegate.canary.protocol import Observation
 from servegate.config.models import CanaryPolicy, Policy
@@ -92,41 +92,54 @@ async def post(url: str, body: Any = PAYLOAD) -> tuple[int, dict[str, Any]]:
 
 
 async def hooks(base_url: str) -> dict[str, int]:
-    statuses = await asyncio.gather(
-        *(post(f"{base_url}/{h}") for h in ("pre-rollout", "rollout", "rollback"))
-    )
-    return dict(zip(("pre-rollout", "rollout", "rollback"), (s for s, _ in statuses), strict=True))
+    statuses = await asyncio.gather(*(post(f"{base_url}/{h}") for h in HOOKS))
+    return dict(zip(HOOKS, (s for s, _ in statuses), strict=True))
 
 
 async def test_before_any_judgement_pre_rollout_goes_and_rollout_halts(base_url: str) -> None:
     fresh()
-    assert await hooks(base_url) == {"pre-rollout": 200, "rollout": 503, "rollback": 409}
+    assert await hooks(base_url) == {
+        "pre-rollout": 200, "rollout": 503, "confirm-promotion": 503, "rollback": 409,
+    }  # fmt: skip
     _, body = await post(f"{base_url}/rollout")
     assert body["go"] is False
     assert body["reason"] == "servegate has not judged an interval yet (weight 10 %)"
     assert body["canary"] == {k: PAYLOAD[k] for k in ("name", "namespace", "phase", "checksum")}
 
 
-async def test_a_passed_interval_lets_flagger_advance(base_url: str) -> None:
-    assert interval(fresh()) == "promote"
-    assert await hooks(base_url) == {"pre-rollout": 200, "rollout": 200, "rollback": 409}
+async def test_a_passed_interval_lets_flagger_advance_and_promotion_waits_for_100(
+    base_url: str,
+) -> None:
+    controller = fresh()
+    assert interval(controller) == "promote"
+    assert await hooks(base_url) == {
+        "pre-rollout": 200, "rollout": 200, "confirm-promotion": 503, "rollback": 409,
+    }  # fmt: skip
     _, body = await post(f"{base_url}/rollout")
     assert body["servegate"] == {
         "phase": "progressing", "weight": 50.0, "step_index": 1, "action": "promote",
         "score": 100.0,
     }  # fmt: skip
+    assert interval(controller) == "complete"
+    assert await hooks(base_url) == {
+        "pre-rollout": 200, "rollout": 200, "confirm-promotion": 200, "rollback": 409,
+    }  # fmt: skip
 
 
 async def test_a_hold_halts_the_rollout_hook(base_url: str) -> None:
     assert interval(fresh(), n=30) == "hold"
-    assert await hooks(base_url) == {"pre-rollout": 200, "rollout": 503, "rollback": 409}
+    assert await hooks(base_url) == {
+        "pre-rollout": 200, "rollout": 503, "confirm-promotion": 503, "rollback": 409,
+    }  # fmt: skip
     _, body = await post(f"{base_url}/rollout")
     assert body["reason"].startswith("servegate holds at 10 %: error: too few samples")
 
 
 async def test_a_rollback_halts_and_answers_flaggers_rollback_hook(base_url: str) -> None:
     assert interval(fresh(), bad=True) == "rollback"
-    assert await hooks(base_url) == {"pre-rollout": 409, "rollout": 409, "rollback": 200}
+    assert await hooks(base_url) == {
+        "pre-rollout": 409, "rollout": 409, "confirm-promotion": 409, "rollback": 200,
+    }  # fmt: skip
     _, body = await post(f"{base_url}/rollback")
     assert body["reason"].startswith("servegate rolled the candidate back: critical metric high")
 
