@@ -1,0 +1,228 @@
+"""deploy/ is checked, not just shipped: every Kubernetes object against the Kubernetes schema
+(kubernetes-validate, offline), every custom resource against the CRD schema in deploy/schemas/
+(derived from the upstream CRDs, source and version noted in each), the servegate command lines
+against the real CLI, the Flagger webhook URLs against the routes servegate serves, the
+Prometheus queries against the documented metric names, and the Dockerfile against the files it
+copies. No docker build: the image is not built in CI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import click
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from servegate.canary.flagger import HOOKS, flagger_routes
+from servegate.cli.main import _register, cli
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "deploy"
+KUBERNETES = "1.33"  # the Kubernetes version whose schemas the manifests must satisfy
+SCHEMAS = {
+    "AnalysisTemplate": "argo-rollouts-analysistemplate.json",
+    "Canary": "flagger-canary.json",
+    "VirtualService": "istio-virtualservice.json",
+}
+CORE_KINDS = {"Deployment", "Service", "Job"}
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(DEPLOY.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc is not None:
+                found.append((f"{path.relative_to(DEPLOY)}:{doc['kind']}", doc))
+    return found
+
+
+DOCS = documents()
+
+
+def of_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for _, d in DOCS if d["kind"] == kind]
+
+
+def crd_errors(doc: dict[str, Any]) -> list[str]:
+    schema = json.loads((DEPLOY / "schemas" / SCHEMAS[doc["kind"]]).read_text(encoding="utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def test_deploy_holds_each_integration() -> None:
+    kinds = sorted(k.split(":")[1] for k, _ in DOCS)
+    assert kinds == [
+        "AnalysisTemplate", "AnalysisTemplate", "Canary", "Deployment", "Service",
+        "VirtualService",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("where", "doc"), DOCS, ids=[w for w, _ in DOCS])
+def test_every_object_satisfies_its_schema(where: str, doc: dict[str, Any]) -> None:
+    if doc["kind"] in CORE_KINDS:
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+    else:
+        assert crd_errors(doc) == [], where
+
+
+def test_the_analysis_jobs_are_valid_kubernetes_jobs() -> None:
+    jobs = [
+        m["provider"]["job"]
+        for t in of_kind("AnalysisTemplate")
+        for m in t["spec"]["metrics"]
+        if "job" in m["provider"]
+    ]
+    assert jobs
+    for job in jobs:
+        manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, **job}
+        kubernetes_validate.validate(manifest, KUBERNETES, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value"),
+    [
+        ("AnalysisTemplate", ["spec", "metrics", 0, "sucessCondition"], "true"),
+        ("AnalysisTemplate", ["spec", "metrics", 0, "provider", "kayenta"], {}),
+        ("Canary", ["spec", "analysis", "webhooks", 0, "type"], "pre-rollout-typo"),
+        ("Canary", ["spec", "analysis", "interval"], "one minute"),
+        ("VirtualService", ["spec", "http", 0, "mirrors", 0, "percentage", "value"], "5%"),
+        ("VirtualService", ["spec", "http", 0, "route", 0, "destination", "hostname"], "x"),
+    ],
+    ids=[
+        "misspelt-condition", "unused-provider", "unknown-webhook-type", "interval-pattern",
+        "percentage-type", "misspelt-host",
+    ],
+)  # fmt: skip
+def test_the_crd_schemas_refuse_what_the_crds_would(
+    kind: str, path: list[str | int], value: Any
+) -> None:
+    doc = copy.deepcopy(of_kind(kind)[0])
+    node: Any = doc
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    assert crd_errors(doc) != []
+
+
+def _argv(args: list[str]) -> list[str]:
+    # Argo's {{args.x}} and Kubernetes' $(VAR) are filled in by the cluster.
+    return [re.sub(r"\{\{args\.[a-z-]+\}\}|\$\([A-Z_]+\)", "http://x:1/v1", a) for a in args]
+
+
+def _parse(argv: list[str]) -> None:
+    _register()
+    name, *rest = argv
+    command = cli.commands.get(name)
+    if command is None:
+        pytest.fail(f"`servegate {name}` is not a command on this branch")
+    command.make_context(f"servegate {name}", rest)
+
+
+def test_the_gate_job_runs_a_real_servegate_gate_command_line() -> None:
+    [container] = [
+        c
+        for t in of_kind("AnalysisTemplate")
+        for m in t["spec"]["metrics"]
+        if "job" in m["provider"]
+        for c in m["provider"]["job"]["spec"]["template"]["spec"]["containers"]
+    ]
+    argv = _argv(container["args"])
+    assert argv[0] == "gate"
+    _parse(argv)
+    with pytest.raises(click.UsageError):  # the check can fail: a misspelt option is refused
+        _parse([*argv, "--basline", "x"])
+
+
+def test_the_proxy_deployment_runs_a_real_servegate_proxy_command_line() -> None:
+    [deployment] = of_kind("Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    _register()
+    if "proxy" not in cli.commands:
+        pytest.skip("`servegate proxy` is not on this branch yet (issue 11, item 1)")
+    _parse(_argv(container["args"]))
+
+
+def test_flaggers_webhooks_point_at_the_routes_servegate_serves() -> None:
+    routes = {r.path for r in flagger_routes(dict)}
+    [canary] = of_kind("Canary")
+    [service] = of_kind("Service")
+    hooks = canary["spec"]["analysis"]["webhooks"]
+    assert {h["type"] for h in hooks} == set(HOOKS)
+    for hook in hooks:
+        url = urlparse(hook["url"])
+        assert url.path in routes
+        assert url.path.endswith(f"/{hook['type']}")
+        assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}"
+        assert url.port == service["spec"]["ports"][0]["port"]
+
+
+def _queried_metrics() -> set[str]:
+    names = set()
+    for template in of_kind("AnalysisTemplate"):
+        for metric in template["spec"]["metrics"]:
+            query = metric["provider"].get("prometheus", {}).get("query", "")
+            names |= set(re.findall(r"servegate_[a-z0-9_]+", query))
+    return names
+
+
+def test_every_queried_metric_is_named_in_docs_deploy_md() -> None:
+    queried = _queried_metrics()
+    assert queried
+    documented = set(re.findall(r"`(servegate_[a-z0-9_]+)`", (ROOT / "docs/deploy.md").read_text()))
+    assert queried <= documented, sorted(queried - documented)
+
+
+def test_every_queried_metric_is_exported_by_the_proxy() -> None:
+    try:
+        from servegate.proxy.exposition import ProxyMetrics  # type: ignore[import-not-found]
+    except ImportError:
+        pytest.skip("servegate.proxy is not on this branch yet: names checked against the doc")
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    exported = {
+        family.name + suffix
+        for family in ProxyMetrics(lambda: 0, 1).registry.collect()
+        for suffix in suffixes.get(family.type, ("",))
+    }
+    assert _queried_metrics() <= exported, sorted(_queried_metrics() - exported)
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    joined = re.sub(r"\\\n", " ", text)
+    found = []
+    for line in joined.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            word, _, rest = stripped.partition(" ")
+            found.append((word.upper(), rest.strip()))
+    return found
+
+
+def test_the_dockerfile_copies_files_that_exist_and_runs_servegate() -> None:
+    steps = _instructions((DEPLOY / "Dockerfile").read_text(encoding="utf-8"))
+    known = {"FROM", "WORKDIR", "COPY", "RUN", "ENV", "USER", "EXPOSE", "ENTRYPOINT", "CMD"}
+    assert {word for word, _ in steps} <= known
+    assert steps[0][0] == "FROM"
+    copies = [rest.split() for word, rest in steps if word == "COPY"]
+    sources = [s for c in copies if not c[0].startswith("--from") for s in c[:-1]]
+    assert sources
+    for source in sources:
+        assert (ROOT / source).exists(), source
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "postgres" in pyproject["project"]["optional-dependencies"]
+    [entrypoint] = [json.loads(rest) for word, rest in steps if word == "ENTRYPOINT"]
+    assert entrypoint == ["servegate"]
+    assert "servegate" in pyproject["project"]["scripts"]
+    [exposed] = [int(rest) for word, rest in steps if word == "EXPOSE"]
+    [deployment] = of_kind("Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["ports"][0]["containerPort"] == exposed
+    assert container["image"] == "servegate:0.1.0"
+    assert pyproject["project"]["version"] == "0.1.0"
