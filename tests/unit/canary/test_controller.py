@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from servegate.canary.controller import Controller, Decision
+from servegate.canary.controller import MAX_SAMPLES, Controller, Decision
 from servegate.canary.plan import CanaryPlan, CanaryPlanError, parse_interval, parse_plan
 from servegate.canary.protocol import Observation, Side
 from servegate.config.models import CanaryPolicy, Policy
@@ -227,3 +227,49 @@ async def test_run_returns_when_stopped() -> None:
     stop.set()
     await asyncio.wait_for(task, timeout=2)
     assert controller.phase == "progressing"
+
+
+def test_a_busy_interval_is_judged_on_a_uniform_sample_of_bounded_size() -> None:
+    clock = Clock()
+    controller = Controller(parse_plan("50,100", "60s"), POLICY, clock=clock)
+    rng = random.Random(5)
+    n = MAX_SAMPLES + 5_000
+    for i in range(2 * n):
+        # Later answers are slower: a sample of the first answers only would miss them.
+        side = "primary" if i % 2 else "candidate"
+        metrics = {"error": 0.0, "garbage": 0.0, "e2el_ms": 100.0 + (i > n) * 100 * rng.random()}
+        controller.observe(Observation(side, clock.now, metrics))
+    clock.now += 60
+    decision = controller.tick()
+    assert decision is not None
+    assert decision.evidence["requests"] == {"primary": n, "candidate": n}
+    assert decision.evidence["sampled"] is True
+    e2el = next(m for m in decision.evidence["metrics"] if m["metric"] == "e2el_ms")
+    assert (e2el["n_primary"], e2el["n_candidate"]) == (MAX_SAMPLES, MAX_SAMPLES)
+    assert e2el["primary"] > 150  # the P95 of all answers, not of the first MAX_SAMPLES (100)
+
+
+async def test_run_holds_a_quiet_step_and_keeps_its_answers_across_the_hold() -> None:
+    recorded, loop = asyncio.Event(), asyncio.get_running_loop()
+
+    class Signalling(Memory):
+        def record(self, decision: Decision, state: Mapping[str, Any]) -> None:
+            super().record(decision, state)
+            loop.call_soon_threadsafe(recorded.set)  # record() runs in a worker thread
+
+    memory = Signalling()
+    controller = Controller(CanaryPlan((50.0, 100.0), 0.3), POLICY, recorder=memory)
+    rng = random.Random(4)
+    stop = asyncio.Event()
+    task = asyncio.create_task(controller.run(stop))
+    for _ in range(24):  # ~12 a side: too few for one interval, enough for two together
+        side = controller.choose(rng.random())
+        controller.observe(answer(side, time.time(), rng))
+    await asyncio.wait_for(recorded.wait(), timeout=5)
+    for _ in range(24):
+        side = controller.choose(rng.random())
+        controller.observe(answer(side, time.time(), rng))
+    await asyncio.wait_for(task, timeout=5)
+    actions = [d.action for d, _ in memory.kept]
+    assert actions == ["hold", "complete"], [d.reason for d, _ in memory.kept]
+    assert sum(memory.kept[-1][0].evidence["requests"].values()) == 48
