@@ -17,6 +17,7 @@ state resumes at that step (the interrupted interval starts again: answers are n
 
 from __future__ import annotations
 
+import array
 import asyncio
 import random
 import time
@@ -75,7 +76,8 @@ class _Window:
     time to judge stay bounded under any traffic)."""
 
     started_at: float
-    samples: dict[Side, dict[str, list[float]]] = field(default_factory=dict)
+    # array('d'): 8 bytes an answer and no object per value, so a judged window is freed at once
+    samples: dict[Side, dict[str, array.array[float]]] = field(default_factory=dict)
     seen: dict[tuple[Side, str], int] = field(default_factory=dict)
     requests: dict[Side, int] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -85,9 +87,9 @@ class _Window:
         side = self.samples.setdefault(obs.side, {})
         for name, value in obs.metrics.items():
             if name in RULES:
-                self._keep(obs.side, side.setdefault(name, []), name, float(value))
+                self._keep(obs.side, side.setdefault(name, array.array("d")), name, float(value))
 
-    def _keep(self, side: Side, values: list[float], name: str, value: float) -> None:
+    def _keep(self, side: Side, values: array.array[float], name: str, value: float) -> None:
         seen = self.seen[side, name] = self.seen.get((side, name), 0) + 1
         if len(values) < MAX_SAMPLES:
             values.append(value)
@@ -103,7 +105,7 @@ class _Window:
             mine = self.samples.setdefault(side, {})
             for name, values in metrics.items():
                 for value in values:
-                    self._keep(side, mine.setdefault(name, []), name, value)
+                    self._keep(side, mine.setdefault(name, array.array("d")), name, value)
 
     @property
     def sampled(self) -> bool:
