@@ -67,6 +67,9 @@ def decide(hook: str, state: Mapping[str, Any]) -> tuple[int, str]:
     last = state.get("last_decision") or {}
     action, reason = last.get("action"), last.get("reason", "")
     weight = _percent(state.get("weight"))
+    if phase not in ("progressing", "promoted", "rolled_back"):
+        # No canary behind these routes (a shadow proxy, say): nothing judged is never a go.
+        return (409 if hook == "rollback" else 503), "servegate has no canary judgement here"
     if hook == "rollback":
         if phase == "rolled_back":
             return 200, f"servegate rolled the candidate back: {reason}"

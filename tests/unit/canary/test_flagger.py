@@ -16,7 +16,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from servegate.canary.controller import Controller
-from servegate.canary.flagger import HOOKS, MAX_BODY_BYTES, flagger_routes
+from servegate.canary.flagger import HOOKS, MAX_BODY_BYTES, decide, flagger_routes
 from servegate.canary.plan import parse_plan
 from servegate.canary.protocol import Observation
 from servegate.config.models import CanaryPolicy, Policy
@@ -166,3 +166,10 @@ async def test_a_payload_that_is_not_flaggers_is_refused_in_one_line(
 async def test_only_post_is_answered(base_url: str) -> None:
     async with aiohttp.ClientSession() as session, session.get(f"{base_url}/rollout") as r:
         assert r.status == 405
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_without_a_canary_behind_the_routes_no_hook_says_go(hook: str) -> None:
+    status, reason = decide(hook, {})
+    assert status == (409 if hook == "rollback" else 503)
+    assert reason == "servegate has no canary judgement here"
