@@ -6,7 +6,13 @@ The server (`stream_server.py`, pinned to core 1) logs when it wrote every event
 
 Clients compared in the same run:
 - servegate: `servegate.endpoints.http.OpenAIEndpoint.chat` (SSE parser, assembly, timing);
-- raw: a minimal aiohttp client (split on blank lines, json.loads each event), the Python ceiling;
+- servegate-bench: the step path of `servegate bench` (`load.driver.run_step`, then
+  `load.bench.evaluate_step`: metrics, the correctness checks of every answer, lengths, the
+  client monitor), evaluation included in the measured time;
+- raw: a minimal aiohttp client (split on blank lines, json.loads each event), the least a
+  correct client can do;
+- raw-count: aiohttp that only counts `data:` lines per read, no JSON at all (stamps a read
+  that holds a data line as one chunk): the physical limit of a Python client;
 - guidellm: `guidellm run` with a local tokenizer (throughput and its own TTFT/ITL only: it
   cannot tag requests, so no per-request error).
 
@@ -57,7 +63,7 @@ class Scenario:
     tokens: int = 64
     tokens_per_event: int = 1
     logprobs: bool = False
-    kinds: tuple[str, ...] = ("servegate", "raw", "guidellm")
+    kinds: tuple[str, ...] = ("servegate-bench", "servegate", "raw", "raw-count", "guidellm")
     max_seconds: float | None = None  # overrides the run's bound (long streams, low rates)
 
 
@@ -171,6 +177,49 @@ async def raw_client(url: str, concurrency: int) -> tuple[Request, Callable[[], 
     return request, session.close
 
 
+async def raw_count_client(url: str, concurrency: int) -> tuple[Request, Callable[[], Awaitable]]:
+    """No parsing at all: counts `data:` lines in each read (the role chunk and [DONE] too).
+
+    A read holding data lines is stamped as one chunk of that many lines. The role chunk alone
+    in the first read is dropped; the finish, usage and [DONE] lines are discounted from the
+    token count only, so its TTFT and rate are comparable, its per-chunk ITL is not. Not a
+    correct client (it would count any data line): the ceiling a parsing client is held to."""
+    import aiohttp
+
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
+    target = f"{url}/v1/chat/completions"
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+    async def request(body: dict[str, Any]) -> Record:
+        data = json.dumps(body).encode()
+        chunk_ns: list[int] = []
+        chunk_tokens: list[int] = []
+        sent_ns = time.perf_counter_ns()
+        async with session.post(target, data=data, headers=headers) as response:
+            async for piece in response.content.iter_any():
+                lines = piece.count(b"data:")
+                if lines:
+                    chunk_ns.append(time.perf_counter_ns())
+                    chunk_tokens.append(lines)
+            ok = response.status == 200
+        # the role, finish and usage chunks and [DONE] are data lines that carry no token
+        events = sum(chunk_tokens) - 4
+        if chunk_tokens and chunk_tokens[0] == 1:  # the role chunk came alone: not a token
+            chunk_ns.pop(0)
+            chunk_tokens.pop(0)
+        return {
+            "key": body["user"],
+            "ok": ok,
+            "error": None if ok else f"HTTP {response.status}",
+            "sent_ns": sent_ns,
+            "chunk_ns": chunk_ns,
+            "chunk_tokens": chunk_tokens,
+            "tokens": events,
+        }
+
+    return request, session.close
+
+
 async def servegate_default_client(
     url: str, concurrency: int
 ) -> tuple[Request, Callable[[], Awaitable]]:
@@ -181,7 +230,75 @@ CLIENTS = {
     "servegate": servegate_client,
     "servegate-default": servegate_default_client,
     "raw": raw_client,
+    "raw-count": raw_count_client,
 }
+
+
+async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """One closed-loop step of `servegate bench`: `run_step` (warm-up of one request per stream,
+    then the measured phase under the client monitor) and `evaluate_step` (metrics, every
+    answer's correctness checks, lengths, the client-bound judgement). The measured time is the
+    measured phase plus the evaluation, so the checks are paid for."""
+    from servegate.endpoints.http import OpenAIEndpoint
+    from servegate.endpoints.retry import RetryConfig
+    from servegate.endpoints.transport import TimeoutConfig
+    from servegate.load.arrival import closed_loop
+    from servegate.load.bench import evaluate_step
+    from servegate.load.driver import StepBounds, run_step
+    from servegate.load.workload import WorkItem
+
+    endpoint = OpenAIEndpoint(
+        "bench",
+        f"{args.url}/v1",
+        timeouts=TimeoutConfig(deadline_s=60.0),
+        retry=RetryConfig(max_attempts=1),
+        max_connections=args.concurrency,
+    )
+
+    def source(index: int) -> WorkItem:
+        key = f"warm-{index}" if index < args.concurrency else f"{args.tag}-{index}"
+        body = request_body(key, args.tokens, logprobs=args.logprobs)
+        return WorkItem(api="chat", body=body, label=key, max_tokens=args.tokens)
+
+    bounds = StepBounds(
+        requests=args.max_requests,
+        duration_s=args.max_seconds,
+        warmup=args.concurrency,
+        deadline_s=60.0,
+    )
+    try:
+        evidence = await run_step(endpoint, source, closed_loop(args.concurrency), bounds)
+    finally:
+        await endpoint.aclose()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    step = evaluate_step(evidence, None)
+    eval_cpu_s, eval_wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+    records = []
+    for x in evidence.exchanges:
+        timing, usage = x.completion.timing, x.completion.usage
+        records.append(
+            {
+                "key": x.item.label,
+                "ok": x.completion.ok,
+                "error": str(x.completion.error) if x.completion.error else None,
+                "sent_ns": timing.sent_ns,
+                "chunk_ns": list(timing.token_chunk_ns),
+                "chunk_tokens": list(timing.token_chunk_tokens),
+                "tokens": usage.completion_tokens if usage else None,
+            }
+        )
+    return {
+        "kind": args.kind,
+        "wall_s": (evidence.end_ns - evidence.start_ns) / 1e9 + eval_wall_s,
+        "cpu_s": evidence.client.cpu_s + eval_cpu_s,
+        "eval_cpu_s": eval_cpu_s,
+        "client_bound": step.client.client_bound,
+        "checked": step.correctness.checked,
+        "requests": records,
+    }
+
+
+BENCH_KINDS = ("servegate-bench",)
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
@@ -216,7 +333,7 @@ def load_main(args: argparse.Namespace) -> None:
     profiler = cProfile.Profile() if args.cprofile else None
     if profiler:
         profiler.enable()
-    result = asyncio.run(drive(args))
+    result = asyncio.run(drive_bench(args) if args.kind in BENCH_KINDS else drive(args))
     if profiler:
         profiler.disable()
         profiler.dump_stats(args.cprofile)
@@ -551,7 +668,7 @@ def run_all(cfg: RunConfig) -> dict[str, Any]:
     for scenario in SCENARIOS:
         if cfg.only and scenario.name not in cfg.only:
             continue
-        kinds = [k for k in scenario.kinds if not cfg.kinds or k in cfg.kinds]
+        kinds = list(cfg.kinds) if cfg.kinds else list(scenario.kinds)
         if "guidellm" in kinds and not (cfg.guidellm and cfg.tokenizer):
             kinds.remove("guidellm")
         server = ServerProcess(scenario)
@@ -732,7 +849,7 @@ def main() -> None:
     run.add_argument("--kinds", nargs="*", help="client kinds")
     run.add_argument("--out", help="JSON report path (tables go next to it as .md)")
     load = sub.add_parser("load", help="one client load; normally started by `run`")
-    load.add_argument("--kind", choices=sorted(CLIENTS), required=True)
+    load.add_argument("--kind", choices=sorted([*CLIENTS, *BENCH_KINDS]), required=True)
     load.add_argument("--url", required=True)
     load.add_argument("--concurrency", type=int, required=True)
     load.add_argument("--tokens", type=int, default=64)
