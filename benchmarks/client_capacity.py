@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import json
 import os
 import platform
@@ -234,31 +235,56 @@ CLIENTS = {
 }
 
 
+def bench_endpoint(url: str, concurrency: int) -> Any:
+    """The endpoint `servegate bench` builds (no retries, a pool as wide as the streams)."""
+    from servegate.endpoints.http import OpenAIEndpoint
+    from servegate.endpoints.retry import RetryConfig
+    from servegate.endpoints.transport import TimeoutConfig
+
+    return OpenAIEndpoint(
+        "bench",
+        f"{url}/v1",
+        timeouts=TimeoutConfig(deadline_s=60.0),
+        retry=RetryConfig(max_attempts=1),
+        max_connections=concurrency,
+    )
+
+
+def bench_item(concurrency: int, tokens: int, logprobs: bool, tag: str, index: int) -> Any:
+    from servegate.load.workload import WorkItem
+
+    key = f"warm-{index}" if index < concurrency else f"{tag}-{index}"
+    body = request_body(key, tokens, logprobs=logprobs)
+    return WorkItem(api="chat", body=body, label=key, max_tokens=tokens)
+
+
+def bench_source(concurrency: int, tokens: int, logprobs: bool, tag: str) -> Any:
+    return functools.partial(bench_item, concurrency, tokens, logprobs, tag)
+
+
 async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
     """One closed-loop step of `servegate bench`: `run_step` (warm-up of one request per stream,
     then the measured phase under the client monitor) and `evaluate_step` (metrics, every
     answer's correctness checks, lengths, the client-bound judgement). The measured time is the
-    measured phase plus the evaluation, so the checks are paid for."""
-    from servegate.endpoints.http import OpenAIEndpoint
-    from servegate.endpoints.retry import RetryConfig
-    from servegate.endpoints.transport import TimeoutConfig
+    measured phase plus the evaluation, so the checks are paid for. With --workers N, the step
+    runs in `servegate bench --workers N`'s worker pool (N spawned processes)."""
     from servegate.load.arrival import closed_loop
     from servegate.load.bench import evaluate_step
     from servegate.load.driver import StepBounds, run_step
-    from servegate.load.workload import WorkItem
 
-    endpoint = OpenAIEndpoint(
-        "bench",
-        f"{args.url}/v1",
-        timeouts=TimeoutConfig(deadline_s=60.0),
-        retry=RetryConfig(max_attempts=1),
-        max_connections=args.concurrency,
-    )
+    endpoint = bench_endpoint(args.url, args.concurrency)
+    source = bench_source(args.concurrency, args.tokens, args.logprobs, args.tag)
+    pool = None
+    runner = run_step
+    if args.workers > 1:
+        from servegate.load.workers import WorkerPool, WorkerSetup
 
-    def source(index: int) -> WorkItem:
-        key = f"warm-{index}" if index < args.concurrency else f"{args.tag}-{index}"
-        body = request_body(key, args.tokens, logprobs=args.logprobs)
-        return WorkItem(api="chat", body=body, label=key, max_tokens=args.tokens)
+        setup = WorkerSetup(
+            functools.partial(bench_endpoint, args.url, args.concurrency),
+            functools.partial(bench_source, args.concurrency, args.tokens, args.logprobs, args.tag),
+        )
+        pool = WorkerPool(setup, args.workers)
+        runner = pool.run_step
 
     bounds = StepBounds(
         requests=args.max_requests,
@@ -267,9 +293,11 @@ async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
         deadline_s=60.0,
     )
     try:
-        evidence = await run_step(endpoint, source, closed_loop(args.concurrency), bounds)
+        evidence = await runner(endpoint, source, closed_loop(args.concurrency), bounds)
     finally:
         await endpoint.aclose()
+        if pool is not None:
+            await pool.aclose()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     step = evaluate_step(evidence, None)
     eval_cpu_s, eval_wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
@@ -293,12 +321,17 @@ async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_s": evidence.client.cpu_s + eval_cpu_s,
         "eval_cpu_s": eval_cpu_s,
         "client_bound": step.client.client_bound,
+        "client_bound_reasons": list(step.client.reasons),
+        "worker_failures": list(step.worker_failures),
         "checked": step.correctness.checked,
         "requests": records,
     }
 
 
-BENCH_KINDS = ("servegate-bench",)
+BENCH_KINDS = ("servegate-bench", "servegate-bench-w2")
+WORKERS = {"servegate-bench-w2": 2}
+BEFORE = "@before"  # e.g. servegate-bench@before: that client from --before-src
+BOTH_CORES = "0,1"  # a second client process has no core of its own on this 2-core machine
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
@@ -331,12 +364,21 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
 
 def load_main(args: argparse.Namespace) -> None:
     profiler = cProfile.Profile() if args.cprofile else None
+    sampler = None
+    if args.pyinstrument:  # a sampling profiler: less distortion of per-event costs than cProfile
+        from pyinstrument import Profiler  # dev-only: pip install pyinstrument
+
+        sampler = Profiler(interval=0.0005, async_mode="disabled")
+        sampler.start()
     if profiler:
         profiler.enable()
     result = asyncio.run(drive_bench(args) if args.kind in BENCH_KINDS else drive(args))
     if profiler:
         profiler.disable()
         profiler.dump_stats(args.cprofile)
+    if sampler is not None:
+        sampler.stop()
+        Path(args.pyinstrument).write_text(sampler.output_text(unicode=False, show_all=False))
     Path(args.out).write_text(json.dumps(result))
 
 
@@ -559,6 +601,7 @@ class RunConfig:
     tokenizer: str | None = None  # local tokenizer directory for guidellm
     only: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
+    before_src: str | None = None  # src/ of the older tree for kinds ending in BEFORE
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -606,15 +649,21 @@ def run_load(cfg: RunConfig, scenario: Scenario, kind: str, url: str, tag: str) 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "load.json"
         cmd = [
-            "taskset", "-c", CLIENT_CORE, sys.executable, str(Path(__file__).resolve()), "load",
-            "--kind", kind, "--url", url, "--concurrency", str(scenario.concurrency),
+            "taskset", "-c", BOTH_CORES if kind in WORKERS else CLIENT_CORE,
+            sys.executable, str(Path(__file__).resolve()), "load",
+            "--kind", kind.removesuffix(BEFORE), "--url", url,
+            "--concurrency", str(scenario.concurrency),
             "--tokens", str(scenario.tokens), "--max-requests", str(cfg.max_requests),
             "--max-seconds", str(scenario.max_seconds or cfg.max_seconds),
-            "--tag", tag, "--out", str(out),
+            "--tag", tag, "--out", str(out), "--workers", str(WORKERS.get(kind, 1)),
         ]  # fmt: skip
         if scenario.logprobs:
             cmd.append("--logprobs")
-        subprocess.run(cmd, check=True, timeout=cfg.max_seconds + 120)
+        env = None
+        if kind.endswith(BEFORE):  # the same client from an older tree (an A/B in one run)
+            assert cfg.before_src, f"{kind} needs --before-src"
+            env = {**os.environ, "PYTHONPATH": cfg.before_src}
+        subprocess.run(cmd, check=True, timeout=cfg.max_seconds + 120, env=env)
         return json.loads(out.read_text())
 
 
@@ -819,6 +868,7 @@ def run_main(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
         only=tuple(args.only or ()),
         kinds=tuple(args.kinds or ()),
+        before_src=args.before_src,
     )
     started = time.perf_counter()
     results = run_all(cfg)
@@ -846,7 +896,8 @@ def main() -> None:
     run.add_argument("--guidellm", help="guidellm executable (its own venv)")
     run.add_argument("--tokenizer", help="local tokenizer directory for guidellm")
     run.add_argument("--only", nargs="*", help="scenario names")
-    run.add_argument("--kinds", nargs="*", help="client kinds")
+    run.add_argument("--kinds", nargs="*", help="client kinds (KIND@before: from --before-src)")
+    run.add_argument("--before-src", help="src/ of an older tree, for KIND@before")
     run.add_argument("--out", help="JSON report path (tables go next to it as .md)")
     load = sub.add_parser("load", help="one client load; normally started by `run`")
     load.add_argument("--kind", choices=sorted([*CLIENTS, *BENCH_KINDS]), required=True)
@@ -859,6 +910,8 @@ def main() -> None:
     load.add_argument("--tag", default="r")
     load.add_argument("--out", required=True)
     load.add_argument("--cprofile", help="write cProfile stats of the load here")
+    load.add_argument("--workers", type=int, default=1, help="servegate-bench: processes")
+    load.add_argument("--pyinstrument", help="write a pyinstrument text profile here")
     cost = sub.add_parser("parse-cost", help="per-event CPU of each intake stage, in process")
     cost.add_argument("--number", type=int, default=300)
     args = parser.parse_args()
