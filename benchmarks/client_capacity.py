@@ -322,7 +322,7 @@ async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
         "eval_cpu_s": eval_cpu_s,
         "client_bound": step.client.client_bound,
         "client_bound_reasons": list(step.client.reasons),
-        "worker_failures": list(step.worker_failures),
+        "worker_failures": list(getattr(step, "worker_failures", ())),  # absent in older trees
         "checked": step.correctness.checked,
         "requests": records,
     }
@@ -541,6 +541,9 @@ def judge(result: dict[str, Any], truth: dict[str, dict[str, Any]]) -> dict[str,
         "ttft_before_first_token": early,
         "server_buffered_requests": buffered,
         "errors": sorted({r["error"] for r in records if r["error"]})[:3],
+        # servegate-bench kinds: the client-bound flag servegate raised about itself
+        "client_bound": result.get("client_bound"),
+        "client_bound_reasons": result.get("client_bound_reasons"),
     }
 
 
