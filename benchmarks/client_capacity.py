@@ -363,7 +363,8 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load_main(args: argparse.Namespace) -> None:
-    profiler = cProfile.Profile() if args.cprofile else None
+    # CPU time, not wall time: on a shared machine a descheduled function is not a slow one
+    profiler = cProfile.Profile(time.process_time) if args.cprofile else None
     sampler = None
     if args.pyinstrument:  # a sampling profiler: less distortion of per-event costs than cProfile
         from pyinstrument import Profiler  # dev-only: pip install pyinstrument
