@@ -284,6 +284,7 @@ async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
             functools.partial(bench_source, args.concurrency, args.tokens, args.logprobs, args.tag),
         )
         pool = WorkerPool(setup, args.workers)
+        await pool.ready()
         runner = pool.run_step
 
     bounds = StepBounds(

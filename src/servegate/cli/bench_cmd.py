@@ -20,7 +20,7 @@ from servegate.load.driver import run_step
 from servegate.load.result import BenchResult
 from servegate.load.server_metrics import METRICS_PATH, SCRAPE_DEADLINE_S, endpoint_scrape
 from servegate.load.sweep import ATTAINMENT
-from servegate.load.workers import WorkerPool, WorkerSetup
+from servegate.load.workers import WorkerError, WorkerPool, WorkerSetup
 from servegate.load.workload import (
     Workload,
     WorkSource,
@@ -98,6 +98,7 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
             )
             setup = WorkerSetup(each, functools.partial(_worker_source, model, plan))
             workers = WorkerPool(setup, plan.workers)
+            await workers.ready()
         return await bench(
             endpoint,
             model=model,
@@ -337,7 +338,7 @@ def bench_command(
     try:
         with bench_progress(stderr, not quiet) as progress:
             result = asyncio.run(_run(plan, api_key_env, progress))
-    except (EndpointError, PreflightError) as exc:
+    except (EndpointError, PreflightError, WorkerError) as exc:
         fail(str(exc), exc.exit_code)
     if json_path is not None:
         write_atomic(json_path, result.model_dump_json(indent=2) + "\n")

@@ -34,10 +34,16 @@ from servegate.load.monitor import ClientEvidence
 from servegate.load.server_metrics import INTERVAL_S, Scrape, ServerSampler
 from servegate.load.workload import WorkSource
 
-__all__ = ["WorkerPool", "WorkerSetup", "deal", "merge_evidence", "shares"]
+__all__ = ["WorkerError", "WorkerPool", "WorkerSetup", "deal", "merge_evidence", "shares"]
 
 PROGRESS_STEPS = 50  # a worker reports its progress about this many times per step
 STOP_S = 10.0  # how long a worker gets to close its connections and exit
+
+
+class WorkerError(RuntimeError):
+    """A worker process could not start; the load was not run."""
+
+    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,7 @@ def _worker_main(conn: Connection, setup: WorkerSetup) -> None:
     with asyncio.Runner() as runner:
         endpoint = setup.endpoint()
         base = setup.source()
+        conn.send(("ready",))  # imports done: steps sent from now start without start-up skew
         try:
             while True:
                 message = conn.recv()
@@ -196,6 +203,26 @@ class WorkerPool:
     @property
     def pids(self) -> tuple[int | None, ...]:
         return tuple(p.pid for p in self._procs)
+
+    async def ready(self) -> None:
+        """Wait until every worker has started (imported, built its endpoint and source), so
+        the workers of the first step start together; WorkerError names a worker that died."""
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(
+            *(loop.run_in_executor(self._threads, self._started, k) for k in range(self.size))
+        )
+
+    def _started(self, k: int) -> None:
+        try:
+            self._conns[k].recv()
+        except (EOFError, OSError):
+            self._dead.add(k)
+            proc = self._procs[k]
+            proc.join(timeout=STOP_S)
+            raise WorkerError(
+                f"worker {k + 1} of {self.size} (pid {proc.pid}) did not start "
+                f"(exit code {proc.exitcode})"
+            ) from None
 
     async def run_step(
         self,
