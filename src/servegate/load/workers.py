@@ -328,10 +328,9 @@ class WorkerPool:
         self._threads.shutdown(wait=False)
 
     def _stop(self) -> None:
-        for k, conn in enumerate(self._conns):
-            if k not in self._dead:
-                with contextlib.suppress(OSError):
-                    conn.send(None)
+        for conn in self._conns:  # a worker whose step raised is still alive and waiting
+            with contextlib.suppress(OSError):
+                conn.send(None)
         for proc in self._procs:
             proc.join(timeout=STOP_S)
             if proc.is_alive():
