@@ -6,7 +6,13 @@ The server (`stream_server.py`, pinned to core 1) logs when it wrote every event
 
 Clients compared in the same run:
 - servegate: `servegate.endpoints.http.OpenAIEndpoint.chat` (SSE parser, assembly, timing);
-- raw: a minimal aiohttp client (split on blank lines, json.loads each event), the Python ceiling;
+- servegate-bench: the step path of `servegate bench` (`load.driver.run_step`, then
+  `load.bench.evaluate_step`: metrics, the correctness checks of every answer, lengths, the
+  client monitor), evaluation included in the measured time;
+- raw: a minimal aiohttp client (split on blank lines, json.loads each event), the least a
+  correct client can do;
+- raw-count: aiohttp that only counts `data:` lines per read, no JSON at all (stamps a read
+  that holds a data line as one chunk): the physical limit of a Python client;
 - guidellm: `guidellm run` with a local tokenizer (throughput and its own TTFT/ITL only: it
   cannot tag requests, so no per-request error).
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import json
 import os
 import platform
@@ -57,7 +64,7 @@ class Scenario:
     tokens: int = 64
     tokens_per_event: int = 1
     logprobs: bool = False
-    kinds: tuple[str, ...] = ("servegate", "raw", "guidellm")
+    kinds: tuple[str, ...] = ("servegate-bench", "servegate", "raw", "raw-count", "guidellm")
     max_seconds: float | None = None  # overrides the run's bound (long streams, low rates)
 
 
@@ -171,6 +178,49 @@ async def raw_client(url: str, concurrency: int) -> tuple[Request, Callable[[], 
     return request, session.close
 
 
+async def raw_count_client(url: str, concurrency: int) -> tuple[Request, Callable[[], Awaitable]]:
+    """No parsing at all: counts `data:` lines in each read (the role chunk and [DONE] too).
+
+    A read holding data lines is stamped as one chunk of that many lines. The role chunk alone
+    in the first read is dropped; the finish, usage and [DONE] lines are discounted from the
+    token count only, so its TTFT and rate are comparable, its per-chunk ITL is not. Not a
+    correct client (it would count any data line): the ceiling a parsing client is held to."""
+    import aiohttp
+
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency))
+    target = f"{url}/v1/chat/completions"
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+    async def request(body: dict[str, Any]) -> Record:
+        data = json.dumps(body).encode()
+        chunk_ns: list[int] = []
+        chunk_tokens: list[int] = []
+        sent_ns = time.perf_counter_ns()
+        async with session.post(target, data=data, headers=headers) as response:
+            async for piece in response.content.iter_any():
+                lines = piece.count(b"data:")
+                if lines:
+                    chunk_ns.append(time.perf_counter_ns())
+                    chunk_tokens.append(lines)
+            ok = response.status == 200
+        # the role, finish and usage chunks and [DONE] are data lines that carry no token
+        events = sum(chunk_tokens) - 4
+        if chunk_tokens and chunk_tokens[0] == 1:  # the role chunk came alone: not a token
+            chunk_ns.pop(0)
+            chunk_tokens.pop(0)
+        return {
+            "key": body["user"],
+            "ok": ok,
+            "error": None if ok else f"HTTP {response.status}",
+            "sent_ns": sent_ns,
+            "chunk_ns": chunk_ns,
+            "chunk_tokens": chunk_tokens,
+            "tokens": events,
+        }
+
+    return request, session.close
+
+
 async def servegate_default_client(
     url: str, concurrency: int
 ) -> tuple[Request, Callable[[], Awaitable]]:
@@ -181,7 +231,108 @@ CLIENTS = {
     "servegate": servegate_client,
     "servegate-default": servegate_default_client,
     "raw": raw_client,
+    "raw-count": raw_count_client,
 }
+
+
+def bench_endpoint(url: str, concurrency: int) -> Any:
+    """The endpoint `servegate bench` builds (no retries, a pool as wide as the streams)."""
+    from servegate.endpoints.http import OpenAIEndpoint
+    from servegate.endpoints.retry import RetryConfig
+    from servegate.endpoints.transport import TimeoutConfig
+
+    return OpenAIEndpoint(
+        "bench",
+        f"{url}/v1",
+        timeouts=TimeoutConfig(deadline_s=60.0),
+        retry=RetryConfig(max_attempts=1),
+        max_connections=concurrency,
+    )
+
+
+def bench_item(concurrency: int, tokens: int, logprobs: bool, tag: str, index: int) -> Any:
+    from servegate.load.workload import WorkItem
+
+    key = f"warm-{index}" if index < concurrency else f"{tag}-{index}"
+    body = request_body(key, tokens, logprobs=logprobs)
+    return WorkItem(api="chat", body=body, label=key, max_tokens=tokens)
+
+
+def bench_source(concurrency: int, tokens: int, logprobs: bool, tag: str) -> Any:
+    return functools.partial(bench_item, concurrency, tokens, logprobs, tag)
+
+
+async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """One closed-loop step of `servegate bench`: `run_step` (warm-up of one request per stream,
+    then the measured phase under the client monitor) and `evaluate_step` (metrics, every
+    answer's correctness checks, lengths, the client-bound judgement). The measured time is the
+    measured phase plus the evaluation, so the checks are paid for. With --workers N, the step
+    runs in `servegate bench --workers N`'s worker pool (N spawned processes)."""
+    from servegate.load.arrival import closed_loop
+    from servegate.load.bench import evaluate_step
+    from servegate.load.driver import StepBounds, run_step
+
+    endpoint = bench_endpoint(args.url, args.concurrency)
+    source = bench_source(args.concurrency, args.tokens, args.logprobs, args.tag)
+    pool = None
+    runner = run_step
+    if args.workers > 1:
+        from servegate.load.workers import WorkerPool, WorkerSetup
+
+        setup = WorkerSetup(
+            functools.partial(bench_endpoint, args.url, args.concurrency),
+            functools.partial(bench_source, args.concurrency, args.tokens, args.logprobs, args.tag),
+        )
+        pool = WorkerPool(setup, args.workers)
+        await pool.ready()
+        runner = pool.run_step
+
+    bounds = StepBounds(
+        requests=args.max_requests,
+        duration_s=args.max_seconds,
+        warmup=args.concurrency,
+        deadline_s=60.0,
+    )
+    try:
+        evidence = await runner(endpoint, source, closed_loop(args.concurrency), bounds)
+    finally:
+        await endpoint.aclose()
+        if pool is not None:
+            await pool.aclose()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    step = evaluate_step(evidence, None)
+    eval_cpu_s, eval_wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+    records = []
+    for x in evidence.exchanges:
+        timing, usage = x.completion.timing, x.completion.usage
+        records.append(
+            {
+                "key": x.item.label,
+                "ok": x.completion.ok,
+                "error": str(x.completion.error) if x.completion.error else None,
+                "sent_ns": timing.sent_ns,
+                "chunk_ns": list(timing.token_chunk_ns),
+                "chunk_tokens": list(timing.token_chunk_tokens),
+                "tokens": usage.completion_tokens if usage else None,
+            }
+        )
+    return {
+        "kind": args.kind,
+        "wall_s": (evidence.end_ns - evidence.start_ns) / 1e9 + eval_wall_s,
+        "cpu_s": evidence.client.cpu_s + eval_cpu_s,
+        "eval_cpu_s": eval_cpu_s,
+        "client_bound": step.client.client_bound,
+        "client_bound_reasons": list(step.client.reasons),
+        "worker_failures": list(getattr(step, "worker_failures", ())),  # absent in older trees
+        "checked": step.correctness.checked,
+        "requests": records,
+    }
+
+
+BENCH_KINDS = ("servegate-bench", "servegate-bench-w2")
+WORKERS = {"servegate-bench-w2": 2}
+BEFORE = "@before"  # e.g. servegate-bench@before: that client from --before-src
+BOTH_CORES = "0,1"  # a second client process has no core of its own on this 2-core machine
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
@@ -213,13 +364,23 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load_main(args: argparse.Namespace) -> None:
-    profiler = cProfile.Profile() if args.cprofile else None
+    # CPU time, not wall time: on a shared machine a descheduled function is not a slow one
+    profiler = cProfile.Profile(time.process_time) if args.cprofile else None
+    sampler = None
+    if args.pyinstrument:  # a sampling profiler: less distortion of per-event costs than cProfile
+        from pyinstrument import Profiler  # dev-only: pip install pyinstrument
+
+        sampler = Profiler(interval=0.0005, async_mode="disabled")
+        sampler.start()
     if profiler:
         profiler.enable()
-    result = asyncio.run(drive(args))
+    result = asyncio.run(drive_bench(args) if args.kind in BENCH_KINDS else drive(args))
     if profiler:
         profiler.disable()
         profiler.dump_stats(args.cprofile)
+    if sampler is not None:
+        sampler.stop()
+        Path(args.pyinstrument).write_text(sampler.output_text(unicode=False, show_all=False))
     Path(args.out).write_text(json.dumps(result))
 
 
@@ -382,6 +543,9 @@ def judge(result: dict[str, Any], truth: dict[str, dict[str, Any]]) -> dict[str,
         "ttft_before_first_token": early,
         "server_buffered_requests": buffered,
         "errors": sorted({r["error"] for r in records if r["error"]})[:3],
+        # servegate-bench kinds: the client-bound flag servegate raised about itself
+        "client_bound": result.get("client_bound"),
+        "client_bound_reasons": result.get("client_bound_reasons"),
     }
 
 
@@ -442,6 +606,7 @@ class RunConfig:
     tokenizer: str | None = None  # local tokenizer directory for guidellm
     only: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
+    before_src: str | None = None  # src/ of the older tree for kinds ending in BEFORE
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -489,15 +654,21 @@ def run_load(cfg: RunConfig, scenario: Scenario, kind: str, url: str, tag: str) 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "load.json"
         cmd = [
-            "taskset", "-c", CLIENT_CORE, sys.executable, str(Path(__file__).resolve()), "load",
-            "--kind", kind, "--url", url, "--concurrency", str(scenario.concurrency),
+            "taskset", "-c", BOTH_CORES if kind in WORKERS else CLIENT_CORE,
+            sys.executable, str(Path(__file__).resolve()), "load",
+            "--kind", kind.removesuffix(BEFORE), "--url", url,
+            "--concurrency", str(scenario.concurrency),
             "--tokens", str(scenario.tokens), "--max-requests", str(cfg.max_requests),
             "--max-seconds", str(scenario.max_seconds or cfg.max_seconds),
-            "--tag", tag, "--out", str(out),
+            "--tag", tag, "--out", str(out), "--workers", str(WORKERS.get(kind, 1)),
         ]  # fmt: skip
         if scenario.logprobs:
             cmd.append("--logprobs")
-        subprocess.run(cmd, check=True, timeout=cfg.max_seconds + 120)
+        env = None
+        if kind.endswith(BEFORE):  # the same client from an older tree (an A/B in one run)
+            assert cfg.before_src, f"{kind} needs --before-src"
+            env = {**os.environ, "PYTHONPATH": cfg.before_src}
+        subprocess.run(cmd, check=True, timeout=cfg.max_seconds + 120, env=env)
         return json.loads(out.read_text())
 
 
@@ -551,7 +722,7 @@ def run_all(cfg: RunConfig) -> dict[str, Any]:
     for scenario in SCENARIOS:
         if cfg.only and scenario.name not in cfg.only:
             continue
-        kinds = [k for k in scenario.kinds if not cfg.kinds or k in cfg.kinds]
+        kinds = list(cfg.kinds) if cfg.kinds else list(scenario.kinds)
         if "guidellm" in kinds and not (cfg.guidellm and cfg.tokenizer):
             kinds.remove("guidellm")
         server = ServerProcess(scenario)
@@ -702,6 +873,7 @@ def run_main(args: argparse.Namespace) -> None:
         tokenizer=args.tokenizer,
         only=tuple(args.only or ()),
         kinds=tuple(args.kinds or ()),
+        before_src=args.before_src,
     )
     started = time.perf_counter()
     results = run_all(cfg)
@@ -729,10 +901,11 @@ def main() -> None:
     run.add_argument("--guidellm", help="guidellm executable (its own venv)")
     run.add_argument("--tokenizer", help="local tokenizer directory for guidellm")
     run.add_argument("--only", nargs="*", help="scenario names")
-    run.add_argument("--kinds", nargs="*", help="client kinds")
+    run.add_argument("--kinds", nargs="*", help="client kinds (KIND@before: from --before-src)")
+    run.add_argument("--before-src", help="src/ of an older tree, for KIND@before")
     run.add_argument("--out", help="JSON report path (tables go next to it as .md)")
     load = sub.add_parser("load", help="one client load; normally started by `run`")
-    load.add_argument("--kind", choices=sorted(CLIENTS), required=True)
+    load.add_argument("--kind", choices=sorted([*CLIENTS, *BENCH_KINDS]), required=True)
     load.add_argument("--url", required=True)
     load.add_argument("--concurrency", type=int, required=True)
     load.add_argument("--tokens", type=int, default=64)
@@ -742,6 +915,8 @@ def main() -> None:
     load.add_argument("--tag", default="r")
     load.add_argument("--out", required=True)
     load.add_argument("--cprofile", help="write cProfile stats of the load here")
+    load.add_argument("--workers", type=int, default=1, help="servegate-bench: processes")
+    load.add_argument("--pyinstrument", help="write a pyinstrument text profile here")
     cost = sub.add_parser("parse-cost", help="per-event CPU of each intake stage, in process")
     cost.add_argument("--number", type=int, default=300)
     args = parser.parse_args()

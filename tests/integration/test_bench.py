@@ -107,7 +107,7 @@ def sweep(stream_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 def test_the_sweep_is_recorded_so_it_can_be_repeated(sweep: dict[str, Any]) -> None:
     result = sweep["result"]
-    assert (result["schema_version"], result["kind"]) == (2, "servegate.bench")
+    assert (result["schema_version"], result["kind"]) == (3, "servegate.bench")
     assert result["model"] == "bench"
     assert result["workload"] == {
         "kind": "synthetic",

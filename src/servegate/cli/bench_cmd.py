@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 
 import click
@@ -15,9 +16,11 @@ from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.retry import RetryConfig
 from servegate.endpoints.transport import TimeoutConfig
 from servegate.load.bench import BenchProgress, bench
+from servegate.load.driver import run_step
 from servegate.load.result import BenchResult
 from servegate.load.server_metrics import METRICS_PATH, SCRAPE_DEADLINE_S, endpoint_scrape
 from servegate.load.sweep import ATTAINMENT
+from servegate.load.workers import WorkerError, WorkerPool, WorkerSetup
 from servegate.load.workload import (
     Workload,
     WorkSource,
@@ -52,17 +55,28 @@ def _workload(
     return plan.synthetic, synthetic_source(plan.synthetic, model), None
 
 
-async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | None) -> BenchResult:
-    closed = [a.concurrency for a in plan.arrivals if a.concurrency is not None]
-    pool = max(closed) if closed else plan.bounds.max_in_flight
-    endpoint = OpenAIEndpoint(
+def _load_endpoint(
+    url: str, api_key_env: str | None, deadline_s: float, pool: int
+) -> OpenAIEndpoint:
+    return OpenAIEndpoint(
         "endpoint",
-        plan.url,
+        url,
         api_key_env=api_key_env,
-        timeouts=TimeoutConfig(deadline_s=plan.bounds.deadline_s),
+        timeouts=TimeoutConfig(deadline_s=deadline_s),
         retry=RetryConfig(max_attempts=1),  # under load a retry would hide the failure it retried
         max_connections=pool,
     )
+
+
+def _worker_source(model: str | None, plan: Plan) -> WorkSource:
+    """A --workers process's work source: the same items as this process's."""
+    return _workload(model, plan)[1]
+
+
+async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | None) -> BenchResult:
+    closed = [a.concurrency for a in plan.arrivals if a.concurrency is not None]
+    pool = max(closed) if closed else plan.bounds.max_in_flight
+    endpoint = _load_endpoint(plan.url, api_key_env, plan.bounds.deadline_s, pool)
     # Its own connection: a scrape never waits for, or holds, a connection of the load.
     scraper = OpenAIEndpoint(
         "metrics",
@@ -73,10 +87,18 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
         max_connections=1,
     )
     server = None if plan.metrics_path is None else endpoint_scrape(scraper, plan.metrics_path)
+    workers: WorkerPool | None = None
     try:
         found = await preflight(endpoint, min(plan.bounds.deadline_s, 15.0))
         model = plan.model or (found.models[0] if found.models else None)
         workload, source, offsets = _workload(model, plan)
+        if plan.workers > 1:
+            each = functools.partial(
+                _load_endpoint, plan.url, api_key_env, plan.bounds.deadline_s, pool
+            )
+            setup = WorkerSetup(each, functools.partial(_worker_source, model, plan))
+            workers = WorkerPool(setup, plan.workers)
+            await workers.ready()
         return await bench(
             endpoint,
             model=model,
@@ -90,8 +112,12 @@ async def _run(plan: Plan, api_key_env: str | None, progress: BenchProgress | No
             server=server,
             server_interval_s=plan.metrics_interval_s,
             slo_attainment=plan.slo_attainment,
+            step_runner=workers.run_step if workers is not None else run_step,
+            workers=plan.workers,
         )
     finally:
+        if workers is not None:
+            await workers.aclose()
         await endpoint.aclose()
         await scraper.aclose()
 
@@ -239,6 +265,13 @@ def _relative(path: str) -> str:
 @click.option(
     "--api-key-env", default=None, metavar="VAR", help="Environment variable holding the API key."
 )
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Client processes the streams of each closed-loop step are spread over (one core each).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no table.")
 def bench_command(
     replay_file: Path | None,
@@ -266,14 +299,16 @@ def bench_command(
     logprobs: bool,
     json_path: Path | None,
     api_key_env: str | None,
+    workers: int,
     quiet: bool,
 ) -> None:
     """Measure one OpenAI-compatible endpoint under load: TTFT, TPOT, ITL, E2EL, throughput,
     goodput and errors per step, every answer checked, the client's own limits measured.
 
     `--workload replay FILE` replays a JSONL file (one request body per line, optional
-    `timestamp`). Exit codes: 0 measured, 2 usage error, 3 endpoint unreachable or no request
-    succeeded.
+    `timestamp`). Exit codes: 0 measured, 1 a --workers process failed (the steps run so far
+    are written, its requests missing and named), 2 usage error, 3 endpoint unreachable or no
+    request succeeded.
     """
     plan = make_plan(
         replay_file=replay_file,
@@ -298,11 +333,12 @@ def bench_command(
         metrics_interval_s=metrics_interval_s,
         slo_attainment=slo_attainment,
         ramp_text=ramp_text,
+        workers=workers,
     )
     try:
         with bench_progress(stderr, not quiet) as progress:
             result = asyncio.run(_run(plan, api_key_env, progress))
-    except (EndpointError, PreflightError) as exc:
+    except (EndpointError, PreflightError, WorkerError) as exc:
         fail(str(exc), exc.exit_code)
     if json_path is not None:
         write_atomic(json_path, result.model_dump_json(indent=2) + "\n")
@@ -310,6 +346,9 @@ def bench_command(
         print_bench(result, stdout)
         if json_path is not None:
             stderr.print(f"JSON result: {json_path}")
+    failed = [f for step in result.steps for f in step.worker_failures]
+    if failed:
+        fail(f"{failed[0]} (step {result.steps[-1].label}; the sweep stopped there)", 1)
     if result.succeeded == 0:
         sent = sum(step.metrics.sent for step in result.steps)
         fail(f"no request to {display_url(plan.url)} succeeded ({sent} sent)", EXIT_UNREACHABLE)

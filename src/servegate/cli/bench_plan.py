@@ -40,6 +40,7 @@ class Plan:
     metrics_path: str | None = METRICS_PATH  # None: the server's /metrics is not scraped
     metrics_interval_s: float = INTERVAL_S
     slo_attainment: float = ATTAINMENT
+    workers: int = 1  # client processes (closed loop only)
 
 
 def _positive_ints(option: str, text: str) -> tuple[int, ...]:
@@ -140,6 +141,7 @@ def make_plan(
     metrics_interval_s: float = INTERVAL_S,
     slo_attainment: float = ATTAINMENT,
     ramp_text: str | None = None,
+    workers: int = 1,
 ) -> Plan:
     """Check every option (and read the replay file whole); exits 2 on the first problem."""
     if workload_name not in WORKLOADS:
@@ -170,6 +172,8 @@ def make_plan(
             "(e.g. /metrics)",
             EXIT_USAGE,
         )
+    if workers < 1:
+        fail(f"--workers: {workers} must be >= 1 (client processes)", EXIT_USAGE)
     try:
         slo = parse_slo(slo_text) if slo_text is not None else None
     except SLOError as exc:
@@ -180,12 +184,19 @@ def make_plan(
         fail(str(exc), EXIT_USAGE)
     if time_scale is not None and traffic is not None and traffic.offsets_s is None:
         fail(f"--time-scale: {traffic.path} has no timestamps to scale", EXIT_USAGE)
+    arrivals = _arrivals(
+        concurrency, rate, arrival, burstiness, seed, traffic, time_scale or 1.0, ramp_text
+    )
+    if workers > 1 and any(a.kind != "closed" for a in arrivals):
+        fail(
+            f"--workers {workers}: only closed-loop steps (--concurrency) are spread over "
+            "processes; drop --workers for --rate, --ramp or a timed replay",
+            EXIT_USAGE,
+        )
     return Plan(
         url=normalise_url(url),
         model=model,
-        arrivals=_arrivals(
-            concurrency, rate, arrival, burstiness, seed, traffic, time_scale or 1.0, ramp_text
-        ),
+        arrivals=arrivals,
         bounds=BenchBounds(
             requests=requests, duration_s=duration_s, warmup=warmup, deadline_s=deadline_s
         ),
@@ -201,4 +212,5 @@ def make_plan(
         metrics_path=metrics_path,
         metrics_interval_s=metrics_interval_s,
         slo_attainment=slo_attainment,
+        workers=workers,
     )

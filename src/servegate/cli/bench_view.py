@@ -122,6 +122,8 @@ LOG_WIDTH = 160  # not a terminal (a pipe, a CI log): no reason to wrap a table 
 def _notes(step: StepResult) -> list[str]:
     """What a row cannot show: client-bound reasons, errors, lengths, a failing answer."""
     m, lengths, notes = step.metrics, step.lengths, []
+    for failure in step.worker_failures:
+        notes.append(f"INCOMPLETE: {failure}")
     if step.client.client_bound:
         notes.append("client-bound: " + "; ".join(step.client.reasons))
     if m.errors:
@@ -178,7 +180,7 @@ def print_bench(result: BenchResult, console: Console) -> None:
     slo = f"  SLO {result.slo.describe()}" if result.slo is not None else ""
     table = Table(
         title=f"{result.endpoint}  model {result.model or '-'}  workload {result.workload.kind}"
-        f"{slo}",
+        f"{slo}{f'  {result.workers} client processes' if result.workers > 1 else ''}",
         title_justify="left",
     )
     for name, justify in COLUMNS:

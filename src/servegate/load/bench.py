@@ -15,10 +15,10 @@ from servegate import __version__
 from servegate.endpoints.protocol import Endpoint
 from servegate.load.arrival import Arrival
 from servegate.load.correctness import check_responses
-from servegate.load.driver import StepBounds, StepEvidence, run_step
+from servegate.load.driver import StepBounds, StepEvidence, StepRunner, run_step
 from servegate.load.lengths import check_lengths
 from servegate.load.metrics import measure, summarise
-from servegate.load.monitor import judge_client
+from servegate.load.monitor import judge_client, judge_workers
 from servegate.load.result import BenchBounds, BenchResult, StepResult
 from servegate.load.server_metrics import INTERVAL_S, Scrape, summarise_server
 from servegate.load.slo import SLO
@@ -62,8 +62,11 @@ def evaluate_step(evidence: StepEvidence, slo: SLO | None) -> StepResult:
         ),
         correctness=check_responses([(x.item, x.completion) for x in exchanges]),
         lengths=check_lengths([(x.item, m) for x, m in zip(exchanges, measures, strict=True)]),
-        client=judge_client(evidence.client),
+        client=judge_workers(evidence.workers)
+        if evidence.workers
+        else judge_client(evidence.client),
         server=summarise_server([evidence.server]) if evidence.server is not None else None,
+        worker_failures=evidence.failures,
     )
 
 
@@ -91,8 +94,12 @@ async def bench(
     server: Scrape | None = None,
     server_interval_s: float = INTERVAL_S,
     slo_attainment: float = ATTAINMENT,
+    step_runner: StepRunner = run_step,
+    workers: int = 1,
 ) -> BenchResult:
-    """Run every step in order and return the result (steps with errors are results too)."""
+    """Run every step in order and return the result (steps with errors are results too).
+    `step_runner` is `run_step` or a `WorkerPool`'s (`workers` processes); a step in which a
+    worker failed is the last one run."""
     if not arrivals:
         raise ValueError("a sweep needs at least one step")
     started = _now()
@@ -105,7 +112,7 @@ async def bench(
             if progress is not None:
                 progress(_label, done, planned)
 
-        evidence = await run_step(
+        evidence = await step_runner(
             endpoint,
             source,
             arrival,
@@ -118,6 +125,8 @@ async def bench(
         )
         index = evidence.next_index
         steps.append(evaluate_step(evidence, slo))
+        if evidence.failures:
+            break  # the load asked for can no longer be delivered
     return BenchResult(
         servegate_version=__version__,
         endpoint=_public(endpoint.base_url),
@@ -129,4 +138,5 @@ async def bench(
         bounds=bounds,
         steps=tuple(steps),
         max_under_slo=sweep_limit(steps, slo_attainment) if slo is not None else None,
+        workers=workers,
     )

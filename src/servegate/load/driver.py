@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,10 +22,19 @@ from servegate.load.monitor import ClientEvidence, ClientMonitor
 from servegate.load.server_metrics import INTERVAL_S, Scrape, ServerEvidence, ServerSampler
 from servegate.load.workload import WorkItem, WorkSource
 
-__all__ = ["Exchange", "StepBounds", "StepEvidence", "StepProgress", "StopReason", "run_step"]
+__all__ = [
+    "Exchange",
+    "StepBounds",
+    "StepEvidence",
+    "StepProgress",
+    "StepRunner",
+    "StopReason",
+    "run_step",
+]
 
 StepProgress = Callable[[int, int], None]  # (requests finished, requests planned)
 StopReason = Literal["requests", "duration"]
+StepRunner = Callable[..., Awaitable["StepEvidence"]]  # run_step, or a worker pool's run_step
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +80,9 @@ class StepEvidence:
     client: ClientEvidence
     next_index: int  # the first run-wide index the next step should use
     server: ServerEvidence | None = None  # the server's own gauges; None: not asked for
+    # --workers: each worker process's own measurements, and the workers that gave no result
+    workers: tuple[ClientEvidence, ...] = ()
+    failures: tuple[str, ...] = ()
 
 
 class _Phase:

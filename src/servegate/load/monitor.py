@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -30,6 +31,7 @@ __all__ = [
     "ClientLoad",
     "ClientMonitor",
     "judge_client",
+    "judge_workers",
 ]
 
 TICK_S = 0.01
@@ -45,6 +47,8 @@ DEFINITIONS = {
     "schedule_lag_ms": "open loop: request sent − request due by the arrival schedule",
     "load_avg_1m": "the machine's 1-minute load average at the end of the step (other processes "
     "compete for the same cores)",
+    "workers": "with --workers N, each process judged on its own; the step is client-bound when "
+    "any worker is, cpu_s is their sum and cpu_share and loop lag the busiest worker's",
 }
 
 
@@ -57,6 +61,7 @@ class ClientEvidence:
     loop_lag_ms: tuple[float, ...]
     schedule_lag_ms: tuple[float, ...] = ()
     load_avg_1m: float | None = None
+    worker: int | None = None  # --workers: which process measured this (from 1)
 
 
 class ClientMonitor:
@@ -126,6 +131,8 @@ class ClientLoad(BaseModel):
     load_avg_1m: float | None
     client_bound: bool
     reasons: tuple[str, ...]
+    worker: int | None = None  # --workers: this worker process's own load (from 1)
+    workers: tuple[ClientLoad, ...] = ()  # --workers: each process's own, judged on its own
 
 
 def judge_client(
@@ -165,4 +172,30 @@ def judge_client(
         load_avg_1m=evidence.load_avg_1m,
         client_bound=bool(reasons),
         reasons=tuple(reasons),
+        worker=evidence.worker,
+    )
+
+
+def judge_workers(evidence: Sequence[ClientEvidence]) -> ClientLoad:
+    """Several worker processes: each judged on its own (one event loop per process, one core
+    each), the step client-bound when any of them was, each reason naming its worker."""
+    loads = tuple(judge_client(e) for e in evidence)
+
+    def most(values: Iterable[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+
+    return ClientLoad(
+        definitions=DEFINITIONS,
+        cpu_s=sum(c.cpu_s for c in loads),
+        wall_s=max((c.wall_s for c in loads), default=0.0),
+        cpu_share=most(c.cpu_share for c in loads),
+        loop_lag_p50_ms=most(c.loop_lag_p50_ms for c in loads),
+        loop_lag_p99_ms=most(c.loop_lag_p99_ms for c in loads),
+        loop_lag_max_ms=most(c.loop_lag_max_ms for c in loads),
+        schedule_lag_p99_ms=most(c.schedule_lag_p99_ms for c in loads),
+        load_avg_1m=most(c.load_avg_1m for c in loads),
+        client_bound=any(c.client_bound for c in loads),
+        reasons=tuple(f"worker {c.worker}: {r}" for c in loads for r in c.reasons),
+        workers=loads,
     )

@@ -20,7 +20,8 @@ from servegate.load.workload import Workload
 __all__ = ["SCHEMA_VERSION", "BenchBounds", "BenchResult", "StepResult"]
 
 # 2: `server` on each step (the server's own gauges from its /metrics), `max_under_slo`.
-SCHEMA_VERSION = 2
+# 3: `workers` (--workers N), each step's `worker_failures` and per-worker `client.workers`.
+SCHEMA_VERSION = 3
 
 
 class StepResult(BaseModel):
@@ -39,6 +40,7 @@ class StepResult(BaseModel):
     lengths: LengthCheck
     client: ClientLoad
     server: ServerMetrics | None = None  # None: not asked for (--no-server-metrics)
+    worker_failures: tuple[str, ...] = ()  # --workers: workers whose requests are missing
 
 
 class BenchBounds(BaseModel):
@@ -70,6 +72,7 @@ class BenchResult(BaseModel):
     bounds: BenchBounds
     steps: tuple[StepResult, ...]
     max_under_slo: SweepLimit | None = None  # None: no SLO, or no closed/open-loop step
+    workers: int = Field(default=1, ge=1)  # client processes the load was spread over
 
     @property
     def succeeded(self) -> int:

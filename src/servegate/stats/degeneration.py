@@ -50,6 +50,10 @@ def _longest_run(items: list[str]) -> tuple[int, str]:
     return best, best_item
 
 
+# What _is_abnormal counts among ASCII characters: controls (Cc) but TAB, LF and CR.
+_ASCII_ABNORMAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _is_abnormal(ch: str) -> bool:
     # Replacement characters, private-use, unassigned, surrogates and control characters other than
     # ordinary whitespace are what broken decoding produces; punctuation runs are caught by runs.
@@ -70,11 +74,14 @@ def _repeated_ngram_ratio(tokens: list[str], n: int) -> float:
 def degeneration_metrics(text: str) -> DegenerationMetrics:
     """Compute every degeneration metric of one generated text."""
     stripped = text.strip()
-    char_run, char = _longest_run([c for c in text if not c.isspace()])
+    visible = [c for c in text if not c.isspace()]
+    char_run, char = _longest_run(visible)
     tokens = _TOKEN.findall(text)
     token_run, _ = _longest_run(tokens)
-    abnormal = sum(1 for c in text if _is_abnormal(c))
-    visible = [c for c in text if not c.isspace()]
+    if text.isascii():  # the usual answer, checked under load for every request: one regex
+        abnormal = len(_ASCII_ABNORMAL.findall(text))
+    else:
+        abnormal = sum(1 for c in text if _is_abnormal(c))
     symbols = sum(1 for c in visible if not c.isalnum())
     return DegenerationMetrics(
         length=len(text),
