@@ -32,6 +32,8 @@ Vectors = tuple[tuple[float, ...], ...]
 
 def cosine_distance(u: Sequence[float], v: Sequence[float]) -> float:
     """1 − cosine similarity, in [0, 2]; 1 when either vector has zero norm or the sizes differ."""
+    if tuple(u) == tuple(v) and any(u):
+        return 0.0  # exactly: the sums below can round identical vectors to ±1e-16
     nu, nv = math.sqrt(sum(x * x for x in u)), math.sqrt(sum(x * x for x in v))
     if len(u) != len(v) or not nu or not nv:
         return 1.0
@@ -98,7 +100,7 @@ def _vector_checks(ev: EmbeddingsEvidence, dim: int) -> tuple[list[Check], list[
     for rule, indexes in broken.items():
         failed = bool(indexes)
         reason = f"{RULES[rule]} broken for {_ids(ev.inputs, indexes)}" if failed else ""
-        shown = f"{len(c.vectors)} vectors" if rule == "count" else f"{len(indexes)} inputs"
+        shown = f"{len(c.vectors)} vectors" if rule == "count" else f"{len(indexes)} broken"
         checks.append(check(rule, RULES[rule], failed=failed, candidate=shown,
                             baseline=f"{len(ev.inputs)} × {dim}", reason=reason))  # fmt: skip
         if failed:
