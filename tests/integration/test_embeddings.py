@@ -1,4 +1,5 @@
-"""The embeddings gate against the real reference engine in embeddings mode, on loopback.
+"""The embeddings gate and `bench --api embeddings` against the real reference engine in
+embeddings mode, on loopback.
 
 Two embeddings-mode engines (the same shipped model, two processes) are clean vs clean; the
 embed-perturb fault layer in front of the second one turns every vector by 1 − cos = 5.0e-3
@@ -8,6 +9,7 @@ of exactly 0 (the engine returns bit-identical vectors for the same request).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests.integration.conftest import GateRun, require_engine
+from tests.integration.conftest import GateRun, require_engine, run_servegate
 
 from servegate.config.models import EndpointConfig, GateConfig, Policy
 from servegate.endpoints.http import OpenAIEndpoint
@@ -134,3 +136,26 @@ async def test_the_generative_engine_skips_the_gate_saying_why(clean_engine: Run
     assert "the baseline serves none" in result.summary
     assert "HTTP 500: llama_decode returned -1" in result.summary
     assert decide([result]).exit_code == 3  # nothing measured: inconclusive, never a pass
+
+
+def test_bench_measures_embeddings_latency_and_throughput(
+    embedding_engines: tuple[RunningEngine, RunningEngine], tmp_path: Path
+) -> None:
+    out = tmp_path / "bench.json"
+    proc = run_servegate(
+        "bench", "--endpoint", embedding_engines[0].base_url, "--api", "embeddings",
+        "--concurrency", "1,2", "--requests", "4", "--input-tokens", "16",
+        "--inputs-per-request", "2", "--json", str(out), "--quiet",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["kind"] == "servegate.bench.embeddings"
+    assert [s["label"] for s in result["steps"]] == ["c=1", "c=2"]
+    for step in result["steps"]:
+        m = step["metrics"]
+        assert (m["sent"], m["succeeded"]) == (4, 4)
+        assert m["dimensions"] == {"576": 4}
+        assert m["latency_ms"]["count"] == 4
+        assert m["latency_ms"]["p50"] > 0
+        assert m["inputs_per_s"]["value"] == pytest.approx(2 * m["requests_per_s"]["value"])
+        assert m["prompt_tokens"]["min"] > 0
