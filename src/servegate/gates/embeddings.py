@@ -33,7 +33,7 @@ from servegate.gates.embeddings_plan import (
     shipped_inputs,
     shipped_rerank,
 )
-from servegate.gates.pair import EndpointPair
+from servegate.gates.pair import HUNG, EndpointPair
 
 __all__ = [
     "NAME",
@@ -52,7 +52,7 @@ __all__ = [
 
 
 def _hung(result: Embeddings) -> bool:
-    return result.error is not None and result.error.category in ("timeout", "stalled")
+    return result.error is not None and result.error.category in HUNG
 
 
 async def collect(
@@ -78,10 +78,12 @@ async def collect(
         if pair.replica is not None:
             floor.append(("replica", await embed(pair.replica, "embeddings:replica")))
     scores: list[ScoreEvidence] = []
-    if opts.scores and (candidate is None or not _hung(candidate)):
+    if opts.scores:
         case = opts.rerank or shipped_rerank()
+        # A candidate that hung on embeddings is not asked again (None reads "not asked").
+        hung = pair.hung(pair.candidate) or (candidate is not None and _hung(candidate))
         for api in SCORE_APIS:
-            scores.append(await _collect_scores(pair, api, case, dl))
+            scores.append(await _collect_scores(pair, api, case, dl, ask_candidate=not hung))
     return EmbeddingsEvidence(
         inputs=inputs,
         request=body,
@@ -96,7 +98,7 @@ async def collect(
 
 
 async def _collect_scores(
-    pair: EndpointPair, api: ScoreApi, case: RerankCase, dl: float
+    pair: EndpointPair, api: ScoreApi, case: RerankCase, dl: float, *, ask_candidate: bool
 ) -> ScoreEvidence:
     body = pair.body(score_request(api, case))
 
@@ -107,7 +109,7 @@ async def _collect_scores(
         )
 
     baseline = await ask(pair.baseline, api)
-    if not baseline.ok:
+    if not baseline.ok or not ask_candidate:
         return ScoreEvidence(api, body, baseline, None)
     candidate = await ask(pair.candidate, api)
     floor = [("repeat", await ask(pair.baseline, f"{api}:repeat"))]
