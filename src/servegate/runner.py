@@ -20,7 +20,7 @@ from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
-from servegate.gates import context, golden, numerics, performance, startup
+from servegate.gates import context, embeddings, golden, numerics, performance, startup
 from servegate.gates.pair import EndpointPair
 from servegate.gates.recording import HeldRecords, NullRecorder, Recorder
 from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
@@ -130,6 +130,11 @@ async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress)
     return numerics.evaluate(evidence, cfg.policy, strict=cfg.strict)
 
 
+async def _embeddings(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    evidence = await embeddings.collect(pair, cfg)
+    return embeddings.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
 async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
     evidence = await golden.collect(pair, cfg, progress=progress)
     return golden.evaluate(evidence, cfg.policy, strict=cfg.strict)
@@ -149,6 +154,7 @@ async def _performance(pair: EndpointPair, cfg: GateConfig, progress: GateProgre
 GATES: dict[str, GateRunner] = {
     "startup": _startup,
     "numerics": _numerics,
+    "embeddings": _embeddings,
     "golden": _golden,
     "context": _context,
     "performance": _performance,
@@ -169,8 +175,9 @@ def _not_ready(result: GateResult) -> str | None:
 
 
 def _correctness_not_passed(results: Sequence[GateResult]) -> str | None:
-    """Why a performance gate is skipped: the correctness gates that ran and did not pass."""
-    ran = [r for r in results if r.name not in AFTER_CORRECTNESS]
+    """Why a performance gate is skipped: the correctness gates that ran and did not pass (a
+    skipped gate, e.g. embeddings on a server without them, judged nothing and blocks nothing)."""
+    ran = [r for r in results if r.name not in AFTER_CORRECTNESS and r.status is not Status.SKIP]
     blocking = [f"{r.name}: {r.status}" for r in ran if r.status is not Status.PASS]
     if not blocking:
         return None

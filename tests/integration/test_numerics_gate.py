@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from servegate.engine import RunningEngine
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
-OPTS = numerics.NumericsConfig(prompts=numerics.PROMPTS[:6], embeddings=False)
+OPTS = numerics.NumericsConfig(prompts=numerics.PROMPTS[:6])
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,6 @@ def test_a_second_clean_engine_passes_with_an_exactly_zero_perplexity_shift(
     assert result.metrics["perplexity_tokens"] > 2500  # every reference text was scored
     assert {n.split(":")[0] for n in result.not_measured} == {
         "cross-scored NLL excess of divergent answers",  # nothing diverged: nothing to score
-        "embeddings cosine",  # not asked for in this test
     }
 
 

@@ -28,7 +28,7 @@ from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.model import Status
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE
 
-RECORDED_GATES = ("startup", "numerics", "golden", "context")
+RECORDED_GATES = ("startup", "numerics", "embeddings", "golden", "context")
 db_option = click.option(
     "--db",
     default=str(DEFAULT_DB),

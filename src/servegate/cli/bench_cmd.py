@@ -272,6 +272,21 @@ def _relative(path: str) -> str:
     type=int,
     help="Client processes the streams of each closed-loop step are spread over (one core each).",
 )
+@click.option(
+    "--api",
+    type=click.Choice(["generate", "embeddings"]),
+    default="generate",
+    show_default=True,
+    help="generate: chat/completions as the workload says; embeddings: POST /embeddings with "
+    "synthetic inputs of --input-tokens (latency and throughput, no streaming).",
+)
+@click.option(
+    "--inputs-per-request",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="--api embeddings: inputs in each request's `input` list.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress and no table.")
 def bench_command(
     replay_file: Path | None,
@@ -300,15 +315,18 @@ def bench_command(
     json_path: Path | None,
     api_key_env: str | None,
     workers: int,
+    api: str,
+    inputs_per_request: int,
     quiet: bool,
 ) -> None:
     """Measure one OpenAI-compatible endpoint under load: TTFT, TPOT, ITL, E2EL, throughput,
     goodput and errors per step, every answer checked, the client's own limits measured.
 
     `--workload replay FILE` replays a JSONL file (one request body per line, optional
-    `timestamp`). Exit codes: 0 measured, 1 a --workers process failed (the steps run so far
-    are written, its requests missing and named), 2 usage error, 3 endpoint unreachable or no
-    request succeeded.
+    `timestamp`). `--api embeddings` measures POST /embeddings instead (synthetic inputs; no
+    SLOs, logprobs, server metrics or --workers). Exit codes: 0 measured, 1 a --workers process
+    failed (the steps run so far are written, its requests missing and named), 2 usage error,
+    3 endpoint unreachable or no request succeeded.
     """
     plan = make_plan(
         replay_file=replay_file,
@@ -335,6 +353,10 @@ def bench_command(
         ramp_text=ramp_text,
         workers=workers,
     )
+    if api == "embeddings":
+        _embeddings(plan, inputs_per_request, api_key_env, json_path, quiet,
+                    slo=slo_text, logprobs=logprobs)  # fmt: skip
+        return
     try:
         with bench_progress(stderr, not quiet) as progress:
             result = asyncio.run(_run(plan, api_key_env, progress))
@@ -349,6 +371,41 @@ def bench_command(
     failed = [f for step in result.steps for f in step.worker_failures]
     if failed:
         fail(f"{failed[0]} (step {result.steps[-1].label}; the sweep stopped there)", 1)
+    if result.succeeded == 0:
+        sent = sum(step.metrics.sent for step in result.steps)
+        fail(f"no request to {display_url(plan.url)} succeeded ({sent} sent)", EXIT_UNREACHABLE)
+
+
+def _embeddings(
+    plan: Plan,
+    inputs_per_request: int,
+    api_key_env: str | None,
+    json_path: Path | None,
+    quiet: bool,
+    *,
+    slo: str | None,
+    logprobs: bool,
+) -> None:
+    from servegate.cli.bench_embeddings import print_embeddings_bench, run_embeddings
+
+    given = [flag for flag, on in (("--slo", slo), ("--logprobs", logprobs)) if on]
+    if plan.workers > 1:
+        given.append(f"--workers {plan.workers}")
+    if plan.workload != "synthetic":
+        given.append(f"--workload {plan.workload}")
+    if given:
+        fail(f"--api embeddings sends synthetic inputs; {', '.join(given)} does not apply", 2)
+    try:
+        with bench_progress(stderr, not quiet) as progress:
+            result = asyncio.run(run_embeddings(plan, inputs_per_request, api_key_env, progress))
+    except (EndpointError, PreflightError) as exc:
+        fail(str(exc), exc.exit_code)
+    if json_path is not None:
+        write_atomic(json_path, result.model_dump_json(indent=2) + "\n")
+    if not quiet:
+        print_embeddings_bench(result, stdout)
+        if json_path is not None:
+            stderr.print(f"JSON result: {json_path}")
     if result.succeeded == 0:
         sent = sum(step.metrics.sent for step in result.steps)
         fail(f"no request to {display_url(plan.url)} succeeded ({sent} sent)", EXIT_UNREACHABLE)

@@ -80,6 +80,18 @@ def engine() -> None:
     default=None,
     help="eos-ignored: the length limit for requests that set no max_tokens [256].",
 )
+@click.option(
+    "--perturb-scale",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="embed-perturb: noise added to each embedding, as a fraction of its norm [0.1].",
+)
+@click.option(
+    "--embeddings",
+    is_flag=True,
+    default=False,
+    help="Embeddings mode: /v1/embeddings answers one mean-pooled vector per input.",
+)
 def serve(
     variant: str,
     fault: str | None,
@@ -87,6 +99,7 @@ def serve(
     cache_dir: Path | None,
     log_path: Path | None,
     threshold_chars: int,
+    embeddings: bool,
     **fault_options: int | float | str | None,
 ) -> None:
     """Serve VARIANT on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM."""
@@ -103,14 +116,16 @@ def serve(
             cache_dir=cache_dir,
             log_path=log_path,
             fault_options=options,
+            embeddings=embeddings,
         )
     except EngineError as exc:
         fail(str(exc), exc.exit_code)
     # SIGTERM takes the same orderly path as Ctrl-C: stop the children, then exit.
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     behind = f" behind fault {fault}" if fault else ""
+    mode = " in embeddings mode" if embeddings else ""
     click.echo(
-        f"servegate engine: serving {variant}{behind} on {running.base_url} "
+        f"servegate engine: serving {variant}{mode}{behind} on {running.base_url} "
         f"(model {running.model}, pid {running.pid}, ready in {running.startup_s:.1f} s, "
         f"log {running.log_path})"
     )

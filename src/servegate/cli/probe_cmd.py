@@ -48,8 +48,9 @@ def probe(
     """Discover which OpenAI API features the server at URL really supports.
 
     Each capability is tried with a real request: logprobs (and how many top logprobs come back),
-    prompt logprobs with echo, usage in streams, tools, JSON modes, seed, embeddings,
-    /version and /metrics. `unknown` means the probe itself could not run (timeout, 5xx).
+    prompt logprobs with echo, usage in streams, tools, JSON modes, seed, embeddings, vLLM-style
+    /score and /rerank, /version and /metrics. `unknown` means the probe itself could not run
+    (timeout, 5xx).
     """
     try:
         models, chosen, caps = asyncio.run(_probe(url, model, api_key_env, deadline_s))

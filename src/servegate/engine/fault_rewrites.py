@@ -10,6 +10,8 @@ import copy
 import math
 from typing import Any
 
+import numpy as np
+
 from servegate.engine.fault_proxy import EventRewrite, Payload
 
 # SmolLM2's own newer chat template adds this system prompt when a chat has none: the drift a
@@ -272,4 +274,43 @@ def mirror_content(payload: Payload) -> Payload | None:
             if isinstance(value, str) and value:
                 holder[key] = _mirrored(value)
                 touched = True
+    return changed if touched else None
+
+
+# --- embed-perturb ---------------------------------------------------------------------------
+
+
+def perturb_vector(vector: list[float], scale: float, seed: int) -> list[float]:
+    """`vector` plus a fixed pseudo-random direction orthogonal to it, `scale` × its norm long:
+    the cosine to the original is exactly 1 / sqrt(1 + scale²), the norm grows by that factor."""
+    v = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(v))
+    if norm == 0.0 or v.size < 2:
+        return list(vector)
+    noise = np.random.default_rng(seed).standard_normal(v.size)
+    noise -= (noise @ v) / (norm * norm) * v  # orthogonal to v
+    noise_norm = float(np.linalg.norm(noise))
+    if noise_norm == 0.0:
+        return list(vector)
+    return [float(x) for x in v + noise * (scale * norm / noise_norm)]
+
+
+def perturb_embeddings(payload: Payload, scale: float) -> Payload | None:
+    """An embeddings answer with every float-list vector perturbed by `perturb_vector` (seeded by
+    its index); base64 vectors and anything else are left as they are."""
+    data = payload.get("data")
+    if not isinstance(data, list):
+        return None
+    changed = copy.deepcopy(payload)
+    touched = False
+    for position, item in enumerate(changed["data"]):
+        vector = item.get("embedding") if isinstance(item, dict) else None
+        if not isinstance(vector, list) or not vector:
+            continue
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
+            continue
+        index = item.get("index", position)
+        moved = perturb_vector(vector, scale, index if isinstance(index, int) else 0)
+        touched = touched or moved != vector
+        item["embedding"] = moved
     return changed if touched else None

@@ -33,6 +33,7 @@ from servegate.engine.fault_rewrites import (
     leak_reasoning,
     leak_reasoning_events,
     mirror_content,
+    perturb_embeddings,
     response_format_type,
     truncate_json,
     truncate_json_events,
@@ -53,6 +54,7 @@ class FaultOptions:
     truncate_fraction: float = 0.3  # json-truncated: share of the content cut off the end
     runaway_max_tokens: int = 256  # eos-ignored: the length limit when a request sets none
     request_log: str = ""  # any fault: append each request received to this JSONL file
+    perturb_scale: float = 0.1  # embed-perturb: noise length as a fraction of each vector's norm
 
     def __post_init__(self) -> None:
         if self.threshold_chars < 0 or self.delay_ms < 0:
@@ -61,6 +63,8 @@ class FaultOptions:
             raise ValueError("drop_fragment and runaway_max_tokens must be at least 1")
         if not 0 < self.truncate_fraction <= 1:
             raise ValueError("truncate_fraction must be in (0, 1]")
+        if not self.perturb_scale > 0:
+            raise ValueError("perturb_scale must be greater than 0")
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,20 @@ def batch_corrupt(options: FaultOptions) -> Fault:
     return fault
 
 
+def embed_perturb(options: FaultOptions) -> Fault:
+    """Every embedding vector comes back moved off its direction: cosine 1 / sqrt(1 + s²) to the
+    engine's own (s = perturb_scale; 0.995 at the default 0.1), all else untouched — the class
+    of a kernel that shifts embedding or reranker scores on one backend (vLLM #35569)."""
+    scale = options.perturb_scale
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        if _request_payload(request, body, "/embeddings") is None:
+            return None
+        return Relay(body, answer=lambda payload: perturb_embeddings(payload, scale))
+
+    return fault
+
+
 def passthrough(options: FaultOptions) -> Fault:
     """No fault at all: the proxy in front of a clean engine, e.g. to log what it is sent."""
 
@@ -279,6 +297,11 @@ FAULTS: dict[str, FaultSpec] = {
         "answers are corrupted (each word mirrored) only while more than one request is in "
         "flight; a request served alone is untouched",
         batch_corrupt,
+    ),
+    "embed-perturb": FaultSpec(
+        "each /v1/embeddings vector is moved off its direction (cosine 0.995 to the engine's at "
+        "the default perturb_scale 0.1); everything else is untouched",
+        embed_perturb,
     ),
     "passthrough": FaultSpec(
         "no fault: every request forwarded unchanged (with request_log: each one written down)",

@@ -35,8 +35,21 @@ RESET_PROMPT = "0"
 CONTEXT_TOKENS = 4096
 
 
-def llama_command(gguf: Path, port: int, extra_args: tuple[str, ...] = ()) -> list[str]:
-    """argv of the llama-cpp-python OpenAI server on 127.0.0.1:`port` serving `gguf`."""
+def llama_command(
+    gguf: Path, port: int, extra_args: tuple[str, ...] = (), *, embeddings: bool = False
+) -> list[str]:
+    """argv of the llama-cpp-python OpenAI server on 127.0.0.1:`port` serving `gguf`; with
+    `embeddings`, the embeddings-mode engine (mean-pooled vectors, see embedding_mode.py)."""
+    if embeddings:
+        return [
+            sys.executable, "-m", "servegate.engine.llama_server",
+            "--servegate-pooling", "mean",
+            "--model", str(gguf), "--model_alias", MODEL_ALIAS,
+            "--host", "127.0.0.1", "--port", str(port),
+            "--embedding", "true", "--interrupt_requests", "false",
+            "--n_ctx", str(CONTEXT_TOKENS),
+            *extra_args,
+        ]  # fmt: skip
     return [
         # llama_cpp.server's own main, with correct and fast logprobs (see logprob_fix.py).
         sys.executable, "-m", "servegate.engine.llama_server",
@@ -126,8 +139,10 @@ def start_engine(
     log_path: Path | None = None,
     ready_timeout_s: float = 120.0,
     fault_options: FaultOptions | None = None,
+    embeddings: bool = False,
 ) -> RunningEngine:
-    """Serve `variant` (behind `fault`, if any) on 127.0.0.1 and return once it really answers."""
+    """Serve `variant` (behind `fault`, if any) on 127.0.0.1 and return once it really answers;
+    with `embeddings`, in embeddings mode (one mean-pooled vector per `/v1/embeddings` input)."""
     if variant not in VARIANTS:
         raise UnknownNameError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     if fault is not None and fault not in FAULTS:
@@ -141,7 +156,8 @@ def start_engine(
     public_port = port or free_port()
     llama_port = free_port() if fault else public_port
     began = time.perf_counter()
-    processes = [spawn(llama_command(gguf, llama_port, chosen.server_args), log_path)]
+    argv = llama_command(gguf, llama_port, chosen.server_args, embeddings=embeddings)
+    processes = [spawn(argv, log_path)]
     if fault:
         upstream = f"http://127.0.0.1:{llama_port}"
         proxy_argv = [

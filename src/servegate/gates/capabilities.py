@@ -251,6 +251,36 @@ def _raw_prober(name: str, path: str) -> Prober:
     return probe
 
 
+def _score_prober(name: str, path: str, request: Mapping[str, Any], key: str) -> Prober:
+    """vLLM-style `/score` or `/rerank`: present when it answers 2xx with numeric `key`s."""
+
+    async def probe(
+        ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+    ) -> Capability:
+        r = await ep.raw("POST", path, body(request), deadline_s=dl)
+        if r.error is not None:
+            return Capability(name, None, f"{r.error.category}: {r.error.message[:120]}")
+        if not r.ok:
+            return Capability(name, False, f"HTTP {r.status}")
+        try:
+            payload = r.json()
+        except ValueError:
+            return Capability(name, False, f"HTTP {r.status}, body is not JSON")
+        items = (
+            payload.get("data" if name == "score" else "results")
+            if isinstance(payload, dict)
+            else None
+        )
+        scores = [i.get(key) for i in items or () if isinstance(i, dict)]
+        ok = bool(scores) and all(isinstance(s, int | float) for s in scores)
+        return Capability(name, ok, f"{len(scores)} scores" if ok else f"no numeric {key}")
+
+    return probe
+
+
+_PAIR = {"text_1": "What is 2+2?", "text_2": ["4", "Paris"]}
+_RERANK = {"query": "What is 2+2?", "documents": ["4", "Paris"]}
+
 PROBERS: dict[str, Prober] = {
     "logprobs": _logprobs,
     "prompt_logprobs": _echo,
@@ -260,6 +290,8 @@ PROBERS: dict[str, Prober] = {
     "json_schema": _json_schema,
     "seed": _seed,
     "embeddings": _embeddings,
+    "score": _score_prober("score", "score", _PAIR, "score"),
+    "rerank": _score_prober("rerank", "rerank", _RERANK, "relevance_score"),
     "version": _raw_prober("version", "../version"),
     "metrics": _raw_prober("metrics", "../metrics"),
 }

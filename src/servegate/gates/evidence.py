@@ -37,6 +37,9 @@ def describe(result: Completion) -> str:
     return excerpt(result.content)
 
 
+# Where each api of `curl` is sent, relative to the base URL; anything else goes to /completions.
+API_PATHS = {"chat": "/chat/completions", "embeddings": "/embeddings", "score": "/score",
+             "rerank": "/rerank"}  # fmt: skip
 HEREDOC_CHARS = 2000  # a body longer than this goes in a here-document, not a quoted argument
 HEREDOC_END = "SERVEGATE_BODY"
 
@@ -48,7 +51,7 @@ def curl(
     Python standard library); the key comes from the environment, never the report. A long body
     (a needle prompt) is given whole in a quoted here-document; `python_body` is a Python
     expression for a body too large even for that (the 12,000-word over-long prompt)."""
-    path = "/chat/completions" if api == "chat" else "/completions"
+    path = API_PATHS.get(api, "/completions")
     url = shlex.quote(base_url.rstrip("/") + path)
     head = f"curl -sS {url} -H 'Content-Type: application/json' "
     auth = '-H "Authorization: Bearer $OPENAI_API_KEY"'

@@ -21,7 +21,6 @@ from servegate.gates.noise import NAME, PATHS, NoiseFloor, ProbeRequest
 from servegate.gates.noise import collect as collect_noise
 from servegate.gates.numerics_judgement import evaluate
 from servegate.gates.numerics_plan import (
-    EMBEDDING_INPUTS,
     PROMPTS,
     NumericsConfig,
     NumericsEvidence,
@@ -69,8 +68,8 @@ async def collect(
     *,
     noise: NoiseFloor | None = None,
 ) -> NumericsEvidence:
-    """The noise floor (unless given), each prompt to the candidate, then perplexity, cross-scoring
-    of divergent answers and embeddings."""
+    """The noise floor (unless given), each prompt to the candidate, then perplexity and
+    cross-scoring of divergent answers (embeddings have their own gate, embeddings.py)."""
     opts = opts or NumericsConfig()
     dl = cfg.request_deadline_s
     requests = await plan(pair, opts, dl)
@@ -106,15 +105,6 @@ async def collect(
         texts = await score_texts(pair, dl)
     if opts.cross_scoring and echo:
         observations = [await _cross(pair, o, dl) for o in observations]
-    emb = None
-    if opts.embeddings:
-        body = pair.body({"input": list(EMBEDDING_INPUTS)})
-        b_emb = pair.recording(pair.baseline, gate=NAME, probe="embeddings")
-        c_emb = pair.recording(pair.candidate, gate=NAME, probe="embeddings")
-        eb = await b_emb.embeddings(body, deadline_s=dl)
-        # Not asked of a hung candidate either: `None` reads as "not measured".
-        asked = eb.ok and not pair.hung(pair.candidate)
-        emb = (eb, await c_emb.embeddings(body, deadline_s=dl) if asked else None)
     return NumericsEvidence(
         tuple(observations),
         noise,
@@ -124,7 +114,6 @@ async def collect(
         aligned,
         notes,
         texts,
-        emb,
     )
 
 

@@ -1,4 +1,4 @@
-"""How the numerics gate judges: flips, prefix drift, perplexity, cross-NLL, NaN/Inf, embeddings.
+"""How the numerics gate judges: flips, prefix drift, perplexity, cross-NLL, NaN/Inf.
 
 Every divergence is explained (numerics.py says what is measured and why).
 """
@@ -22,7 +22,7 @@ from servegate.gates.numerics_plan import (
 )
 from servegate.gates.pair import timed_out
 from servegate.gates.perplexity import perplexity_shift
-from servegate.gates.tokens import TokenComparison, compare, cosine, non_finite, token_pair
+from servegate.gates.tokens import TokenComparison, compare, non_finite, token_pair
 from servegate.stats.divergence import noise_limit
 from servegate.verdict.judgement import at_most, check, gate_result, not_measured
 from servegate.verdict.model import Check, Divergence, Finding, GateResult, MetricValue, Severity
@@ -317,54 +317,8 @@ def _cross_check(
     return result, findings, metrics
 
 
-def _embedding_check(ev: NumericsEvidence, policy: Policy) -> tuple[Check, list[Finding]]:
-    title = "embeddings cosine"
-    if ev.embeddings is None:
-        return not_measured("embeddings", title, "embeddings not collected"), []
-    b, c = ev.embeddings
-    if c is None:
-        why = f"{b.error.category}: {b.error.message}" if b.error else "no vectors"
-        return not_measured("embeddings", title, f"the baseline served none ({why})"[:300]), []
-    if c.error is not None:
-        nan = "NaN" in c.error.message or "Infinity" in c.error.message
-        f = Finding(
-            probe="embeddings",
-            category="non_finite" if nan else "embedding_drift",
-            severity=Severity.CRITICAL if nan else Severity.MAJOR,
-            side="candidate",
-            message=f"candidate embeddings failed: {c.error.category}: {c.error.message}",
-        )
-        return check("embeddings", title, failed=True, reason=f.message), [f]
-    cosines = [cosine(u, v) for u, v in zip(b.vectors, c.vectors, strict=False)]
-    worst = min(cosines) if cosines and len(b.vectors) == len(c.vectors) else 0.0
-    low = worst < policy.embedding_cosine_min
-    result = check(
-        "embeddings",
-        title,
-        failed=low,
-        candidate=f"min cosine {worst:.6f}",
-        limit=f"≥ {policy.embedding_cosine_min}",
-        policy_key="embedding_cosine_min",
-        reason=f"cosine {worst:.6f} below {policy.embedding_cosine_min}" if low else "",
-    )
-    if not low:
-        return result, []
-    i = cosines.index(worst) if cosines else 0
-    f = Finding(
-        probe="embeddings",
-        category="embedding_drift",
-        severity=Severity.MAJOR,
-        side="candidate",
-        message=f"embedding cosine {worst:.6f} < "
-        f"{policy.embedding_cosine_min} (input {i}) or vectors missing",
-        baseline_excerpt=excerpt(str(b.vectors[i][:4])) if b.vectors else None,
-        candidate_excerpt=excerpt(str(c.vectors[i][:4])) if len(c.vectors) > i else None,
-    )
-    return result, [f]
-
-
 def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
-    """Judge flips, prefix drift, perplexity, cross-NLL, NaN/Inf and embeddings against the
+    """Judge flips, prefix drift, perplexity, cross-NLL and NaN/Inf against the
     noise floor and the policy; explain every divergence."""
     probes = _sort(ev)
     floor = ev.noise
@@ -376,8 +330,7 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     ]
     ppl, ppl_info = _perplexity_check(ev, policy)
     cross, cross_findings, cross_metrics = _cross_check(ev, policy)
-    emb, emb_findings = _embedding_check(ev, policy)
-    findings += cross_findings + emb_findings
+    findings += cross_findings
     hangs = check(
         "hangs",
         "requests that hung",
@@ -401,7 +354,6 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
             limit="0",
         ),
         hangs,
-        emb,
     ]
     if not floor.measured:
         why = "no path of the baseline gave comparable answers: limits use the tolerance alone"

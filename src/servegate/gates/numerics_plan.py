@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from servegate.endpoints.types import Completion, Embeddings
+from servegate.endpoints.types import Completion
 from servegate.gates.noise import NoiseFloor, ProbeRequest
 from servegate.gates.pair import Api
 from servegate.gates.perplexity import CrossScore, TextScore
@@ -24,7 +24,6 @@ PROMPTS: tuple[tuple[str, str], ...] = (
     ("definition", "Define the word 'entropy' briefly."),
     ("reasoning", "A train travels 60 km in one hour. How far does it go in three hours?"),
 )
-EMBEDDING_INPUTS = ("The quick brown fox jumps over the lazy dog.", "北京是中国的首都。")
 ROW_DRIFT = "numerical drift"
 ROW_PERPLEXITY = "perplexity shift"
 ROW_HANGS = "hangs"
@@ -40,7 +39,6 @@ class NumericsConfig:
     measure_noise: bool = True
     perplexity: bool = True
     cross_scoring: bool = True
-    embeddings: bool = True
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,6 @@ class NumericsEvidence:
     alignment_nats: dict[str, float | None] = field(default_factory=dict)
     alignment_notes: dict[str, str] = field(default_factory=dict)  # per side: why None
     texts: tuple[TextScore, ...] = ()
-    embeddings: tuple[Embeddings, Embeddings | None] | None = None  # candidate None: not asked
 
 
 def probe_request(api: Api, prompt: str, opts: NumericsConfig) -> dict[str, Any]:

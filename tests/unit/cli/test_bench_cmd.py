@@ -46,6 +46,14 @@ def closed_port_url() -> str:
         (["--slo-attainment", "1.5"], "--slo-attainment: 1.5 must be in (0, 1]"),
         (["--metrics-path", "http://elsewhere/metrics"], "--metrics-path: 'http://elsewhere"),
         (["--metrics-interval-s", "0"], "--metrics-interval-s: 0 must be > 0"),
+        (
+            ["--api", "embeddings", "--workload", "golden"],
+            "--api embeddings sends synthetic inputs; --workload golden does not apply",
+        ),
+        (
+            ["--api", "embeddings", "--slo", "e2el_ms=100"],
+            "--api embeddings sends synthetic inputs; --slo does not apply",
+        ),
     ],
     ids=[
         "concurrency-0",
@@ -69,6 +77,8 @@ def closed_port_url() -> str:
         "attainment-above-1",
         "metrics-on-another-server",
         "metrics-interval-0",
+        "embeddings-golden",
+        "embeddings-slo",
     ],
 )
 def test_bad_options_are_one_line_and_exit_2_with_nothing_written(

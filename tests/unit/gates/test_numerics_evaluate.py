@@ -5,7 +5,7 @@ import pytest
 
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, Embeddings, TokenLogprob
+from servegate.endpoints.types import Completion, TokenLogprob
 from servegate.gates.noise import NoiseFloor, PathComparison, ProbeRequest
 from servegate.gates.numerics import NumericsEvidence, Observation, evaluate
 from servegate.gates.perplexity import CrossScore, TextScore
@@ -53,7 +53,6 @@ def texts(shift: float = 0.0, noise: float = 0.05, seed: int = 7) -> tuple[TextS
 def judge(
     *observations: Observation,
     noise: NoiseFloor | None = None,
-    embeddings: tuple[Embeddings, Embeddings | None] | None = None,
     scores: tuple[TextScore, ...] | None = None,
     alignment: dict[str, float | None] = ALIGNED,
     strict: bool = False,
@@ -66,7 +65,6 @@ def judge(
         model="m",
         alignment_nats=alignment,
         texts=texts() if scores is None else scores,
-        embeddings=embeddings,
     )
     return evaluate(evidence, Policy(), strict=strict)
 
@@ -260,25 +258,6 @@ def test_a_candidate_timeout_is_a_hang_not_a_numerics_verdict() -> None:
     assert blocking(result) == ["timeout"]
     assert outcome(result, "hangs") == "fail"
     assert outcome(result, "confident_flips") == "pass"
-
-
-def test_embeddings_below_the_cosine_threshold_fail() -> None:
-    base = Embeddings(status=200, vectors=((1.0, 0.0, 0.0),))
-    cand = Embeddings(status=200, vectors=((0.9, 0.3, 0.0),))
-    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), embeddings=(base, cand))
-    assert result.status is Status.FAIL
-    assert blocking(result) == ["embedding_drift"]
-
-
-def test_embeddings_the_baseline_cannot_serve_are_listed_as_not_measured() -> None:
-    base = Embeddings(status=400, error=RequestError(ErrorCategory.REJECTED, "no embeddings"))
-    result = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), embeddings=(base, None))
-    assert result.status is Status.PASS
-    assert any("embeddings cosine" in n and "no embeddings" in n for n in result.not_measured)
-    strict = judge(
-        observe(answer(OK_TOKENS), answer(OK_TOKENS)), embeddings=(base, None), strict=True
-    )
-    assert strict.status is Status.INCONCLUSIVE
 
 
 def test_a_candidate_error_where_the_baseline_answered_blocks() -> None:
