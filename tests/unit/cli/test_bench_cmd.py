@@ -54,6 +54,10 @@ def closed_port_url() -> str:
             ["--api", "embeddings", "--slo", "e2el_ms=100"],
             "--api embeddings sends synthetic inputs; --slo does not apply",
         ),
+        (
+            ["--api", "embeddings", "--workers", "2"],
+            "--api embeddings sends synthetic inputs; --workers 2 does not apply",
+        ),
     ],
     ids=[
         "concurrency-0",
@@ -79,6 +83,7 @@ def closed_port_url() -> str:
         "metrics-interval-0",
         "embeddings-golden",
         "embeddings-slo",
+        "embeddings-workers",
     ],
 )
 def test_bad_options_are_one_line_and_exit_2_with_nothing_written(
