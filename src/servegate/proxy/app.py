@@ -48,6 +48,7 @@ from servegate.store.proxy_records import ProxyRecorder
 
 METRICS_PATH = "/servegate/metrics"
 HEALTH_PATH = "/servegate/healthz"
+CANARY_STOP_S = 5.0  # how long the controller gets to stop on its own at shutdown
 
 
 @dataclass
@@ -114,14 +115,20 @@ class Proxy:
         )
         for _ in range(self.settings.mirror_workers if self.settings.mode == "shadow" else 0):
             self._tasks.append(asyncio.create_task(self._mirror_worker()))
+        canary = None
         if self.controller is not None:
-            self._tasks.append(asyncio.create_task(self.controller.run(self._stop)))
+            canary = asyncio.create_task(self.controller.run(self._stop))
         try:
             yield
         finally:
             self._stop.set()
             for task in self._tasks:
                 task.cancel()
+            if canary is not None:  # it may record its last state; a stuck one is cancelled
+                _, pending = await asyncio.wait({canary}, timeout=CANARY_STOP_S)
+                for task in pending:
+                    task.cancel()
+                self._tasks.append(canary)
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._session.close()
             await asyncio.to_thread(self._sink.close)
@@ -246,7 +253,7 @@ class Proxy:
         self, side: Side, path: str, body: bytes, scope: Scope, exchange: Exchange, *, paired: bool
     ) -> None:
         request = request_value(body)
-        if not paired and self._sink is not None:
+        if not paired and self._sink is not None and isinstance(request, dict):
             headers = tuple(upstream_headers(scope["headers"]))
             self._sink.put(Record(path=path, request=request, headers=headers))
         if exchange.client_gone:

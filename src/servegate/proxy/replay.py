@@ -61,8 +61,10 @@ def parse_traffic(path: Path) -> list[Captured]:
             raise TrafficFileError(f"{path}:{number}: not JSON ({exc})") from None
         if not isinstance(value, dict):
             raise TrafficFileError(f"{path}:{number}: not a JSON object")
-        if "request" in value and isinstance(value.get("request"), dict):  # a proxy capture
+        if "request" in value and "path" in value:  # a line of `servegate proxy --capture`
             body, where = value["request"], value.get("path")
+            if not isinstance(body, dict):
+                raise TrafficFileError(f"{path}:{number}: the captured request is not an object")
         else:
             body, where = value, None
         where = where if isinstance(where, str) else _path_of(body)
