@@ -253,7 +253,8 @@ class Proxy:
         self, side: Side, path: str, body: bytes, scope: Scope, exchange: Exchange, *, paired: bool
     ) -> None:
         request = request_value(body)
-        if not paired and self._sink is not None and isinstance(request, dict):
+        if not paired and self._capture is not None and isinstance(request, dict):
+            assert self._sink is not None
             headers = tuple(upstream_headers(scope["headers"]))
             self._sink.put(Record(path=path, request=request, headers=headers))
         if exchange.client_gone:
