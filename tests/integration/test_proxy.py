@@ -217,6 +217,29 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_request_upstream(
     )
 
 
+def test_a_client_that_gives_up_on_a_hung_primary_frees_the_proxy(
+    hang_long_engine: RunningEngine, clean_engine: RunningEngine, tmp_path: Path
+) -> None:
+    body = {"messages": [{"role": "user", "content": LONG_PROMPT}], "max_tokens": 8}
+    with start_proxy("--primary", hang_long_engine.base_url, "--candidate",
+                     clean_engine.base_url, "--sample", "0",
+                     "--db", str(tmp_path / "p.db")) as hung:  # fmt: skip
+        request = urllib.request.Request(
+            hung.base_url + "/chat/completions", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with pytest.raises(TimeoutError):
+            urllib.request.urlopen(request, timeout=2)
+        health = hung.health()
+        for _ in range(100):
+            if health["in_flight"] == 0:
+                break
+            asyncio.run(asyncio.sleep(0.1))
+            health = hung.health()
+        assert health["in_flight"] == 0  # the upstream request was cancelled with the client's
+        assert metric(hung.metrics(), "servegate_proxy_errors_total", side="primary") == 0
+
+
 def test_a_hung_candidate_leaves_user_answers_unchanged_and_drops_are_counted(
     proxy: RunningProxy, clean_engine: RunningEngine
 ) -> None:

@@ -137,26 +137,12 @@ async def relay(
 ) -> Exchange:
     """Forward one request and stream the answer to the client as it arrives.
 
-    The client's disconnect closes the upstream response (its request is cancelled there);
-    an upstream that fails after the headers went out ends the client's response unfinished,
-    so the client sees a broken stream, never a clean short one."""
+    A client that disconnects (before or during the answer) cancels the upstream request, so
+    the engine stops generating; an upstream that fails after the headers went out ends the
+    client's response unfinished, so the client sees a broken stream, never a clean short one."""
     exchange = Exchange(sent_ns=time.perf_counter_ns())
-    try:
-        response = await session.request(
-            method, url, headers=headers, data=body or None, allow_redirects=False, timeout=limits
-        )
-    except TimeoutError:
-        exchange.error, exchange.timed_out = f"the {side} did not answer in time", True
-        exchange.done_ns = time.perf_counter_ns()
-        await send_error(send, 504, exchange.error, "upstream_timeout")
-        return exchange
-    except aiohttp.ClientError as exc:
-        exchange.error = f"the {side} is unreachable: {type(exc).__name__}: {exc}"
-        exchange.done_ns = time.perf_counter_ns()
-        await send_error(send, 502, exchange.error, "upstream_unreachable")
-        return exchange
-    exchange.status = response.status
-    exchange.headers = {k.lower(): v for k, v in response.headers.items()}
+    task = asyncio.current_task()
+    assert task is not None
     finished = False
     gone = False
 
@@ -165,10 +151,16 @@ async def relay(
         message = await receive()
         if message["type"] == "http.disconnect" and not finished:
             gone = True
-            response.close()
+            task.cancel()
 
     watcher = asyncio.create_task(watch())
+    response: aiohttp.ClientResponse | None = None
     try:
+        response = await session.request(
+            method, url, headers=headers, data=body or None, allow_redirects=False, timeout=limits
+        )
+        exchange.status = response.status
+        exchange.headers = {k.lower(): v for k, v in response.headers.items()}
         await send(
             {
                 "type": "http.response.start",
@@ -181,21 +173,32 @@ async def relay(
             exchange.keep(data, time.perf_counter_ns(), keep_bytes)
         exchange.done_ns = time.perf_counter_ns()
         finished = True
-        if gone:
-            exchange.error, exchange.client_gone = "the client disconnected", True
-        else:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except asyncio.CancelledError:
+        if not gone:
+            raise
+        task.uncancel()
+        exchange.error, exchange.client_gone = "the client disconnected", True
     except TimeoutError:
-        exchange.error, exchange.timed_out = f"the {side} went silent mid-answer", True
+        exchange.timed_out = True
+        if response is None:
+            exchange.error = f"the {side} did not answer in time"
+            await send_error(send, 504, exchange.error, "upstream_timeout")
+        else:
+            exchange.error = f"the {side} went silent mid-answer"
     except aiohttp.ClientError as exc:
-        exchange.client_gone = gone
-        exchange.error = (
-            "the client disconnected" if gone else f"the {side} broke off: {type(exc).__name__}"
-        )
+        if response is None:
+            exchange.error = f"the {side} is unreachable: {type(exc).__name__}: {exc}"
+            await send_error(send, 502, exchange.error, "upstream_unreachable")
+        else:
+            exchange.error = f"the {side} broke off: {type(exc).__name__}"
     finally:
         finished = True
         watcher.cancel()
-        response.release()
+        if response is not None and exchange.error:
+            response.close()  # not reused: the upstream stops sending
+        elif response is not None:
+            response.release()
     if exchange.done_ns is None:
         exchange.done_ns = time.perf_counter_ns()
     return exchange
