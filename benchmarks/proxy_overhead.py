@@ -188,7 +188,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="proxy-bench-"))
     try:
         for rnd in range(args.rounds):
-            for config in CONFIGS:
+            for config in args.configs:
                 proxy = None
                 if config == "direct":
                     url = f"http://127.0.0.1:{primary_port}/v1/chat/completions"
@@ -217,7 +217,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             proc.wait(timeout=10)
     out: dict[str, Any] = {"settings": dict(vars(args)), "configs": {}}
     direct = summarise(collected["direct"]["results"], truths)
-    for config in CONFIGS:
+    for config in args.configs:
         s = summarise(collected[config]["results"], truths)
         added = {}
         for name, key in (("ttft", "_delivery_first"), ("e2el", "_delivery_last")):
@@ -245,6 +245,7 @@ def main() -> None:
     parser.add_argument("--itl-ms", type=float, default=5.0)
     parser.add_argument("--pad-bytes", type=int, default=0, help="padding in each prompt")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     args = parser.parse_args()
     if args.hold:
         asyncio.run(hold())

@@ -75,7 +75,10 @@ class ProxySettings:
                 raise ProxySettingsError(f"{name} must be at least 1")
         if self.candidate_timeout_s <= 0:
             raise ProxySettingsError("the candidate timeout must be > 0 s")
-        if self.primary == self.candidate:
+        if (self.primary.origin, self.primary.prefix) == (
+            self.candidate.origin,
+            self.candidate.prefix,
+        ):
             raise ProxySettingsError("--primary and --candidate are the same upstream")
 
     def public(self) -> dict[str, object]:
