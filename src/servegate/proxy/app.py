@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import random
 import time
 from collections.abc import AsyncIterator
@@ -56,8 +57,7 @@ class MirrorJob:
     """A sampled request waiting for the candidate; `primary` resolves with the user's answer."""
 
     path: str
-    body: bytes
-    request: Any
+    body: bytes  # kept as bytes only (a queued job holds one copy of the request)
     headers: tuple[tuple[str, str], ...]
     candidate_headers: dict[str, str]
     primary: asyncio.Future[Exchange] = field(repr=False)
@@ -276,7 +276,6 @@ class Proxy:
         job = MirrorJob(
             path=path,
             body=body,
-            request=request,
             headers=tuple(upstream_headers(scope["headers"])),
             candidate_headers=candidate_headers(scope["headers"], self.settings.candidate_key),
             primary=asyncio.get_running_loop().create_future(),
@@ -345,7 +344,8 @@ class Proxy:
         if job.primary.cancelled():
             return
         primary = job.primary.result()
-        comparison = compare_pair(job.path, job.request, primary, candidate)
+        request = json.loads(job.body)  # it parsed when the job was queued
+        comparison = compare_pair(job.path, request, primary, candidate)
         self.metrics.served("candidate", comparison.candidate_metrics)
         self.metrics.paired(comparison)
         self.pairs += 1
@@ -353,7 +353,7 @@ class Proxy:
             self._sink.put(
                 Record(
                     path=job.path,
-                    request=job.request,
+                    request=request,
                     headers=job.headers,
                     primary=primary.as_record(),
                     candidate=candidate.as_record(),

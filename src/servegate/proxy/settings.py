@@ -64,7 +64,7 @@ class ProxySettings:
     primary_connect_timeout_s: float = 10.0
     primary_timeout_s: float | None = None  # None: as long as the primary streams
     record_bytes: int = 4 * 1024 * 1024  # an answer larger than this is served but not measured
-    record_queue_size: int = 1024  # pairs waiting for the store writer; beyond it, dropped
+    record_queue_size: int = 256  # records waiting for the store writer; beyond it, dropped
     seed: int | None = None  # for the sampling draw (tests, replays of a session)
 
     def __post_init__(self) -> None:
