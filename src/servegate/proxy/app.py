@@ -178,7 +178,7 @@ class Proxy:
             return
         assert self._session is not None, "the proxy's lifespan has not started"
         raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
-        if not raw_path.startswith(b"/") or raw_path.startswith(b"//"):
+        if not raw_path.startswith(b"/"):  # only origin-form; the upstream's origin is fixed
             await send_error(send, 400, "request target must be a path", "invalid_request_error")
             return
         try:
