@@ -47,6 +47,19 @@ class RunningProxy:
                 return health
             time.sleep(0.1)
 
+    def wait_idle(self, timeout_s: float = 90.0) -> dict[str, Any]:
+        """healthz once nothing is left to mirror, compare or write (earlier tests' pairs
+        finish after their user's answer: a test that counts waits for them first)."""
+        deadline = time.monotonic() + timeout_s
+        keys = ("in_flight", "mirror_queue_depth", "mirror_in_flight", "records_pending")
+        while True:
+            health = self.health()
+            if not any(health[k] for k in keys):
+                return health
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the proxy did not settle: {health}")
+            time.sleep(0.1)
+
 
 def metric(text: str, name: str, **labels: str) -> float:
     """One sample's value in a Prometheus exposition (0 when absent: a counter never touched)."""

@@ -167,13 +167,13 @@ def test_a_bad_request_gets_the_engines_own_error(
 def test_a_body_that_is_not_json_gets_the_engines_answer_and_is_not_mirrored(
     proxy: RunningProxy, clean_engine: RunningEngine
 ) -> None:
-    before = proxy.health()
+    before = proxy.wait_idle()
     headers = {"Content-Type": "application/json"}
     direct = _post(clean_engine.base_url + "/chat/completions", b"{not json", headers)
     proxied = _post(proxy.base_url + "/chat/completions", b"{not json", headers)
     assert direct[0] >= 400
     assert (proxied[0], normalised_body(proxied[1])) == (direct[0], normalised_body(direct[1]))
-    after = proxy.health()
+    after = proxy.wait_idle()
     assert after["mirror_pairs"] + after["mirror_dropped"] == (
         before["mirror_pairs"] + before["mirror_dropped"]
     )
@@ -190,7 +190,9 @@ def test_an_oversized_body_is_refused_with_413_and_the_proxy_stays_up(
 
 
 async def _disconnect_after_first_chunk(url: str) -> bytes:
-    body = {**CHAT, "stream": True, "max_tokens": 200, "temperature": 0.8}
+    # short enough that the mirrored copy does not keep the candidate engine (which finishes a
+    # generation its client left) busy for the next tests
+    body = {**CHAT, "stream": True, "max_tokens": 48, "temperature": 0.8}
     async with aiohttp.ClientSession() as session:
         response = await session.post(url + "/chat/completions", json=body)
         first = await response.content.readany()
@@ -215,6 +217,42 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_request_upstream(
     assert _answer(_client(proxy.base_url).chat.completions.create(model="m", **CHAT)) == (
         _answer(direct)
     )
+
+
+def test_mirrored_pairs_are_compared_and_exported(proxy: RunningProxy) -> None:
+    # a short greedy prompt, which the hang-long candidate answers as the clean engine does
+    # (before the hung-candidate test below fills the mirror with prompts that never finish)
+    proxy.wait_idle()
+    text = proxy.metrics()
+    greedy = metric(text, "servegate_proxy_mirror_greedy_pairs_total")
+    exact = metric(text, "servegate_proxy_mirror_exact_matches_total")
+    _client(proxy.base_url).chat.completions.create(model="m", **CHAT)
+    proxy.wait_idle()
+    text = proxy.metrics()
+    assert metric(text, "servegate_proxy_mirror_greedy_pairs_total") == greedy + 1
+    assert metric(text, "servegate_proxy_mirror_exact_matches_total") == exact + 1
+    assert metric(text, "servegate_proxy_mirror_queue_capacity") == 2
+    assert metric(text, "servegate_proxy_outputs_total", side="candidate") >= 1
+    assert "servegate_proxy_e2el_seconds_bucket" in text
+
+
+def test_secrets_never_reach_the_database_or_the_capture_file(
+    proxy: RunningProxy, folder: Path
+) -> None:
+    written = proxy.wait_idle()["records_written"]
+    body = {**CHAT, "messages": [{"role": "user", "content": f"my key is {BODY_SECRET} and "
+                                  f"my header {BEARER_IN_BODY}"}]}  # fmt: skip
+    headers = {"Authorization": f"Bearer {USER_KEY}", "Cookie": COOKIE, "x-api-key": USER_KEY,
+               "Content-Type": "application/json"}  # fmt: skip
+    status, _ = _post(proxy.base_url + "/chat/completions", json.dumps(body).encode(), headers)
+    assert status == 200
+    assert proxy.wait_idle()["records_written"] == written + 1
+    files = [p for p in folder.iterdir() if p.is_file()]
+    assert any(p.name == "capture.jsonl" for p in files)
+    blob = b"".join(p.read_bytes() for p in files)
+    assert b"my key is [REDACTED]" in blob  # the request was written, and redacted
+    for secret in (USER_KEY, BODY_SECRET, "proxycanary0123456789", "cookie-proxy-canary"):
+        assert secret.encode() not in blob, secret
 
 
 def test_a_client_that_gives_up_on_a_hung_primary_frees_the_proxy(
@@ -270,47 +308,6 @@ def test_a_hung_candidate_leaves_user_answers_unchanged_and_drops_are_counted(
     assert metric(text, "servegate_proxy_timeouts_total", side="candidate") >= 1
     assert metric(text, "servegate_proxy_mirror_dropped_total") == health["mirror_dropped"]
     assert metric(text, "servegate_proxy_errors_total", side="primary") == primary_errors
-
-
-def test_mirrored_pairs_are_compared_and_exported(proxy: RunningProxy) -> None:
-    # a short greedy prompt, which the hang-long candidate answers as the clean engine does
-    text = proxy.metrics()
-    greedy = metric(text, "servegate_proxy_mirror_greedy_pairs_total")
-    exact = metric(text, "servegate_proxy_mirror_exact_matches_total")
-    for _ in range(100):  # the queue may still hold hung long prompts; wait for a free slot
-        if proxy.health()["mirror_queue_depth"] == 0:
-            break
-        asyncio.run(asyncio.sleep(0.2))
-    _client(proxy.base_url).chat.completions.create(model="m", **CHAT)
-    for _ in range(600):  # pairs whose candidate hung are not greedy pairs: only ours counts
-        text = proxy.metrics()
-        if metric(text, "servegate_proxy_mirror_greedy_pairs_total") > greedy:
-            break
-        asyncio.run(asyncio.sleep(0.1))
-    assert metric(text, "servegate_proxy_mirror_greedy_pairs_total") == greedy + 1
-    assert metric(text, "servegate_proxy_mirror_exact_matches_total") == exact + 1
-    assert metric(text, "servegate_proxy_mirror_queue_capacity") == 2
-    assert metric(text, "servegate_proxy_outputs_total", side="candidate") >= 1
-    assert "servegate_proxy_e2el_seconds_bucket" in text
-
-
-def test_secrets_never_reach_the_database_or_the_capture_file(
-    proxy: RunningProxy, folder: Path
-) -> None:
-    written = proxy.health()["records_written"]
-    body = {**CHAT, "messages": [{"role": "user", "content": f"my key is {BODY_SECRET} and "
-                                  f"my header {BEARER_IN_BODY}"}]}  # fmt: skip
-    headers = {"Authorization": f"Bearer {USER_KEY}", "Cookie": COOKIE, "x-api-key": USER_KEY,
-               "Content-Type": "application/json"}  # fmt: skip
-    status, _ = _post(proxy.base_url + "/chat/completions", json.dumps(body).encode(), headers)
-    assert status == 200
-    proxy.wait_health("records_written", written + 1)
-    files = [p for p in folder.iterdir() if p.is_file()]
-    assert any(p.name == "capture.jsonl" for p in files)
-    blob = b"".join(p.read_bytes() for p in files)
-    assert b"my key is [REDACTED]" in blob  # the request was written, and redacted
-    for secret in (USER_KEY, BODY_SECRET, "proxycanary0123456789", "cookie-proxy-canary"):
-        assert secret.encode() not in blob, secret
 
 
 def test_a_primary_that_is_down_gets_an_honest_502_and_the_proxy_stays_up(

@@ -88,6 +88,7 @@ class Proxy:
         self._stop = asyncio.Event()
         self._sink: RecordSink | None = None
         self.in_flight = 0
+        self.mirrors_in_flight = 0  # taken from the queue, pair not yet compared
         self.dropped = 0
         self.pairs = 0
         self._primary_timeout = aiohttp.ClientTimeout(
@@ -164,9 +165,11 @@ class Proxy:
             "in_flight": self.in_flight,
             "mirror_queue_depth": self._queue.qsize(),
             "mirror_queue_capacity": self.settings.queue_size,
+            "mirror_in_flight": self.mirrors_in_flight,
             "mirror_dropped": self.dropped,
             "mirror_pairs": self.pairs,
             "records_written": self._sink.written if self._sink else 0,
+            "records_pending": self._sink.pending if self._sink else 0,
             "canary": None if self.controller is None else dict(self.controller.snapshot()),
         }
 
@@ -301,6 +304,7 @@ class Proxy:
     async def _mirror_worker(self) -> None:
         while True:
             job = await self._queue.get()
+            self.mirrors_in_flight += 1
             try:
                 candidate = await self._ask_candidate(job)
             except asyncio.CancelledError:
@@ -341,6 +345,7 @@ class Proxy:
         self._pair(job, candidate)
 
     def _pair(self, job: MirrorJob, candidate: Exchange) -> None:
+        self.mirrors_in_flight -= 1
         if job.primary.cancelled():
             return
         primary = job.primary.result()

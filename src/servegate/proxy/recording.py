@@ -65,6 +65,11 @@ class RecordSink:
         self._thread.start()
 
     @property
+    def pending(self) -> int:
+        """Records queued or being written."""
+        return self._queue.unfinished_tasks
+
+    @property
     def wanted(self) -> bool:
         return self._recorder is not None or self._capture is not None
 
@@ -88,6 +93,7 @@ class RecordSink:
         while True:
             record = self._queue.get()
             if record is None:
+                self._queue.task_done()
                 return
             try:
                 self._write(record)
@@ -98,6 +104,8 @@ class RecordSink:
                     log.error(
                         "servegate proxy: record not written (%d so far): %s", self.failures, exc
                     )
+            finally:
+                self._queue.task_done()
 
     def _write(self, record: Record) -> None:
         request = redact_value(record.request)
