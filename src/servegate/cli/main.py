@@ -29,6 +29,8 @@ def _register() -> None:
         matrix_cmd,
         policy_cmd,
         probe_cmd,
+        proxy_cmd,
+        replay_cmd,
         report_cmd,
         runs_cmd,
     )
@@ -45,6 +47,8 @@ def _register() -> None:
         engine_cmd.engine,
         policy_cmd.policy,
         bench_cmd.bench_command,
+        proxy_cmd.proxy_command,
+        replay_cmd.replay_command,
     ):
         cli.add_command(command)
 

@@ -7,6 +7,7 @@ characters.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -121,3 +122,13 @@ def is_severe(m: DegenerationMetrics) -> str | None:
     if m.repeated_ngram_ratio >= SEVERE_REPEATED_NGRAM_RATIO and m.length >= 40:
         return f"{m.repeated_ngram_ratio:.0%} of {NGRAM}-grams are repeats"
     return None
+
+
+def repeated_token_ratio(text: str) -> float:
+    """Share of the text's tokens (words, or CJK characters) that repeat the token before; 0 for
+    fewer than two tokens. A stuck decoder (`, , , ,`) approaches 1, fluent text stays near 0."""
+    tokens = _TOKEN.findall(text)
+    if len(tokens) < 2:
+        return 0.0
+    repeats = sum(1 for prev, tok in itertools.pairwise(tokens) if prev == tok)
+    return repeats / len(tokens)

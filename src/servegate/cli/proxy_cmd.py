@@ -1,0 +1,206 @@
+"""`servegate proxy`: serve users from the primary, mirror a sample to the candidate, compare."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import click
+
+from servegate.cli.console import fail
+
+HELP = """Put servegate in front of your engine: every request is forwarded to --primary and its
+answer streamed back unchanged (status, headers, bytes, SSE timing). In shadow mode a sampled
+share (--sample) of /v1/chat/completions, /v1/completions and /v1/embeddings requests is also
+sent to --candidate in the background, through a bounded queue (a full queue drops the mirror,
+counted; the user never waits for the candidate). Each mirrored pair is compared as the gates
+compare (temperature-0 exact match and first divergence, degeneration, JSON and tool-call
+parsing, latency) and recorded in --db, redacted (credentials, cookies, key-like strings).
+
+The proxy's own endpoints: GET /servegate/metrics (Prometheus: content metrics of both sides,
+error/timeout counts, TTFT/E2EL histograms, exact-match counts, mirror queue depth and drops)
+and GET /servegate/healthz. Upstreams come only from these options; the user's Authorization
+never reaches the candidate, which gets its own key from --candidate-key-env.
+
+\b
+Example:
+  servegate proxy --primary http://10.0.0.5:8000/v1 --candidate http://10.0.0.6:8000/v1 \\
+      --sample 0.05 --listen 0.0.0.0:8080
+  # clients use http://PROXY:8080/v1 as their OpenAI base URL
+"""
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--listen")
+    return host.strip("[]"), int(port)
+
+
+def _key(var: str | None) -> str | None:
+    if var is None:
+        return None
+    key = os.environ.get(var)
+    if not key:
+        fail(f"--candidate-key-env: environment variable {var} is not set", 2)
+    return key
+
+
+@click.command("proxy", help=HELP)
+@click.option("--primary", required=True, help="The engine users are served from (…/v1).")
+@click.option("--candidate", required=True, help="The engine under test (…/v1).")
+@click.option(
+    "--mode",
+    type=click.Choice(["shadow", "canary"]),
+    default="shadow",
+    show_default=True,
+    help="shadow: users always get the primary; canary: a controller routes a share to the "
+    "candidate.",
+)
+@click.option(
+    "--sample",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.05,
+    show_default=True,
+    help="Share of mirrorable requests also sent to the candidate (shadow mode).",
+)
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT (0: any).")
+@click.option("--secondary", default=None, help="A second primary replica (canary noise).")
+@click.option(
+    "--db",
+    default=None,
+    help="Where sessions and pairs are recorded: a SQLite path or a SQLAlchemy URL. "
+    "Default: .servegate/servegate.db.",
+)
+@click.option("--session", "session_name", default="proxy", show_default=True, help="Session name.")
+@click.option(
+    "--capture",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Append every mirrorable request, redacted, to this JSONL file (`servegate replay`).",
+)
+@click.option(
+    "--candidate-key-env",
+    default=None,
+    metavar="VAR",
+    help="Environment variable holding the candidate's API key.",
+)
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(1),
+    default=16 * 1024 * 1024,
+    show_default=True,
+    help="Larger request bodies are refused with 413.",
+)
+@click.option(
+    "--queue-size", type=click.IntRange(1), default=256, show_default=True, help="Mirror queue."
+)
+@click.option(
+    "--mirror-workers",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="Candidate requests in flight at once.",
+)
+@click.option(
+    "--candidate-timeout-s",
+    type=click.FloatRange(0.001),
+    default=60.0,
+    show_default=True,
+    help="A mirrored request gives up after this many seconds.",
+)
+@click.option("--seed", type=int, default=None, help="Seed of the sampling draw.")
+def proxy_command(
+    primary: str,
+    candidate: str,
+    mode: str,
+    sample: float,
+    listen: str,
+    secondary: str | None,
+    db: str | None,
+    session_name: str,
+    capture: Path | None,
+    candidate_key_env: str | None,
+    max_body_bytes: int,
+    queue_size: int,
+    mirror_workers: int,
+    candidate_timeout_s: float,
+    seed: int | None,
+) -> None:
+    from servegate.proxy import Proxy, ProxySettings, ProxySettingsError, Upstream
+    from servegate.store.errors import StoreError
+    from servegate.store.proxy_records import ProxyRecorder
+    from servegate.store.writer import DEFAULT_DB, open_engine
+
+    host, port = _listen(listen)
+    try:
+        settings = ProxySettings(
+            primary=Upstream.parse("primary", primary),
+            candidate=Upstream.parse("candidate", candidate),
+            secondary=None if secondary is None else Upstream.parse("secondary", secondary),
+            mode="canary" if mode == "canary" else "shadow",
+            sample=sample,
+            candidate_key=_key(candidate_key_env),
+            max_body_bytes=max_body_bytes,
+            queue_size=queue_size,
+            mirror_workers=mirror_workers,
+            candidate_timeout_s=candidate_timeout_s,
+            seed=seed,
+        )
+    except ProxySettingsError as exc:
+        fail(str(exc), 2)
+    if settings.mode == "canary":
+        fail(
+            "--mode canary needs the canary controller (servegate.canary), "
+            "which this build does not include yet",
+            2,
+        )
+    if capture is not None and capture.parent and not capture.parent.is_dir():
+        fail(f"--capture: folder {capture.parent} does not exist", 2)
+    try:
+        engine = open_engine(db or DEFAULT_DB)
+        recorder = ProxyRecorder.open(
+            engine,
+            session_name,
+            mode=settings.mode,
+            primary_url=settings.primary.display,
+            candidate_url=settings.candidate.display,
+            config=settings.public(),
+        )
+    except StoreError as exc:
+        fail(str(exc), 2)
+    try:
+        sock = socket.create_server((host, port))
+    except OSError as exc:
+        fail(f"--listen {listen}: cannot listen: {exc.strerror or exc}", 2)
+    proxy = Proxy(settings, recorder=recorder, capture=capture)
+    bound = sock.getsockname()[1]
+    click.echo(
+        f"servegate proxy: listening on http://{host}:{bound}/v1 ({settings.mode}, "
+        f"sample {settings.sample:g}); metrics at /servegate/metrics",
+        err=False,
+    )
+    _serve(proxy, sock)
+
+
+def _serve(proxy: object, sock: socket.socket) -> None:
+    import importlib.util
+
+    import uvicorn
+
+    from servegate.proxy import Proxy
+
+    assert isinstance(proxy, Proxy)
+    config = uvicorn.Config(
+        proxy.app(),
+        log_level="warning",
+        access_log=False,
+        server_header=False,  # the upstream's Server and Date headers pass through
+        date_header=False,
+        lifespan="on",
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,368 @@
+"""`servegate proxy` as an ASGI app: Starlette routes its own two paths (/servegate/metrics,
+/servegate/healthz) and hands every other request to the forwarder.
+
+Shadow mode: every request goes to the primary; a sampled share of the mirrorable OpenAI paths
+is also queued for the candidate, and the pair is compared and recorded when both are done.
+Canary mode: a CanaryController picks the side that serves each mirrorable request; the user
+gets that side's answer and the controller gets one Observation per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from servegate.canary.protocol import CanaryController, Observation, Side
+from servegate.proxy.comparison import compare_pair
+from servegate.proxy.content import request_metrics
+from servegate.proxy.exchange import MIRRORED_PATHS, Exchange, completion_of
+from servegate.proxy.exposition import CONTENT_TYPE, ProxyMetrics
+from servegate.proxy.forwarding import (
+    BodyTooLargeError,
+    ClientGoneError,
+    Receive,
+    Scope,
+    Send,
+    candidate_headers,
+    read_body,
+    relay,
+    send_error,
+    upstream_headers,
+)
+from servegate.proxy.recording import Record, RecordSink, request_value
+from servegate.proxy.settings import ProxySettings, Upstream
+from servegate.store.proxy_records import ProxyRecorder
+
+METRICS_PATH = "/servegate/metrics"
+HEALTH_PATH = "/servegate/healthz"
+CANARY_STOP_S = 5.0  # how long the controller gets to stop on its own at shutdown
+
+
+@dataclass
+class MirrorJob:
+    """A sampled request waiting for the candidate; `primary` resolves with the user's answer."""
+
+    path: str
+    body: bytes  # kept as bytes only (a queued job holds one copy of the request)
+    headers: tuple[tuple[str, str], ...]
+    candidate_headers: dict[str, str]
+    primary: asyncio.Future[Exchange] = field(repr=False)
+
+
+class Proxy:
+    """The proxy's state: one client session, the mirror queue and workers, metrics, records."""
+
+    def __init__(
+        self,
+        settings: ProxySettings,
+        *,
+        controller: CanaryController | None = None,
+        recorder: ProxyRecorder | None = None,
+        capture: Path | None = None,
+    ) -> None:
+        if settings.mode == "canary" and controller is None:
+            raise ValueError("canary mode needs a CanaryController")
+        self.settings = settings
+        self.controller = controller
+        self._recorder = recorder
+        self._capture = capture
+        self._rng = random.Random(settings.seed)
+        self._queue: asyncio.Queue[MirrorJob] = asyncio.Queue(maxsize=settings.queue_size)
+        self.metrics = ProxyMetrics(self._queue.qsize, settings.queue_size)
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+        self._sink: RecordSink | None = None
+        self.in_flight = 0
+        self.mirrors_in_flight = 0  # taken from the queue, pair not yet compared
+        self.dropped = 0
+        self.pairs = 0
+        self._primary_timeout = aiohttp.ClientTimeout(
+            total=settings.primary_timeout_s, sock_connect=settings.primary_connect_timeout_s
+        )
+        self._candidate_timeout = aiohttp.ClientTimeout(total=settings.candidate_timeout_s)
+
+    # lifecycle ---------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        """Open the client session, start the mirror workers and the canary; undo on exit."""
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,  # bytes pass through as the upstream encoded them
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+            trust_env=False,  # no proxy from the environment: upstreams come from settings only
+        )
+        self._sink = RecordSink(
+            self._recorder,
+            self._capture,
+            size=self.settings.record_queue_size,
+            on_drop=self.metrics.record_drops.inc,
+        )
+        for _ in range(self.settings.mirror_workers if self.settings.mode == "shadow" else 0):
+            self._tasks.append(asyncio.create_task(self._mirror_worker()))
+        canary = None
+        if self.controller is not None:
+            canary = asyncio.create_task(self.controller.run(self._stop))
+        try:
+            yield
+        finally:
+            self._stop.set()
+            for task in self._tasks:
+                task.cancel()
+            if canary is not None:  # it may record its last state; a stuck one is cancelled
+                _, pending = await asyncio.wait({canary}, timeout=CANARY_STOP_S)
+                for task in pending:
+                    task.cancel()
+                self._tasks.append(canary)
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._session.close()
+            await asyncio.to_thread(self._sink.close)
+
+    def app(self) -> Starlette:
+        """The ASGI application."""
+        return Starlette(
+            routes=[
+                Route(METRICS_PATH, self._metrics_endpoint, methods=["GET"]),
+                Route(HEALTH_PATH, self._health_endpoint, methods=["GET"]),
+                Mount("", app=self.forward),
+            ],
+            lifespan=self.lifespan,
+        )
+
+    # own endpoints -----------------------------------------------------------------------------
+
+    async def _metrics_endpoint(self, _request: Request) -> Response:
+        if self.controller is not None:
+            weight = self.controller.snapshot().get("weight")
+            if isinstance(weight, int | float):
+                self.metrics.canary_weight.set(weight)
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    async def _health_endpoint(self, _request: Request) -> Response:
+        return JSONResponse(self.health())
+
+    def health(self) -> dict[str, Any]:
+        """What /servegate/healthz answers."""
+        return {
+            "status": "ok",
+            "mode": self.settings.mode,
+            "in_flight": self.in_flight,
+            "mirror_queue_depth": self._queue.qsize(),
+            "mirror_queue_capacity": self.settings.queue_size,
+            "mirror_in_flight": self.mirrors_in_flight,
+            "mirror_dropped": self.dropped,
+            "mirror_pairs": self.pairs,
+            "records_written": self._sink.written if self._sink else 0,
+            "records_pending": self._sink.pending if self._sink else 0,
+            "canary": None if self.controller is None else dict(self.controller.snapshot()),
+        }
+
+    # the user path -----------------------------------------------------------------------------
+
+    async def forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry for every request that is not the proxy's own."""
+        if scope["type"] != "http":
+            return
+        assert self._session is not None, "the proxy's lifespan has not started"
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        if not raw_path.startswith(b"/"):  # only origin-form; the upstream's origin is fixed
+            await send_error(send, 400, "request target must be a path", "invalid_request_error")
+            return
+        try:
+            body = await read_body(scope, receive, self.settings.max_body_bytes)
+        except BodyTooLargeError:
+            await send_error(
+                send,
+                413,
+                f"request body over the proxy's limit of {self.settings.max_body_bytes} bytes",
+                "invalid_request_error",
+            )
+            return
+        except ClientGoneError:
+            return
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+        try:
+            await self._serve(scope, receive, send, raw_path, body)
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.dec()
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, raw_path: bytes, body: bytes
+    ) -> None:
+        assert self._session is not None
+        path: str = scope["path"]
+        routable = scope["method"] == "POST" and path in MIRRORED_PATHS
+        side: Side = "primary"
+        if routable and self.controller is not None:
+            side = self.controller.choose(self._rng.random())
+        upstream = self._upstream(side)
+        headers: list[tuple[str, str]] | dict[str, str]
+        if side == "candidate":
+            headers = candidate_headers(scope["headers"], self.settings.candidate_key)
+        else:
+            headers = upstream_headers(scope["headers"])
+        job = None
+        if routable and self.controller is None and self._rng.random() < self.settings.sample:
+            job = self._mirror(scope, path, body)
+        try:
+            exchange = await relay(
+                self._session,
+                method=scope["method"],
+                url=upstream.url(raw_path, scope.get("query_string", b"")),
+                headers=headers,
+                body=body,
+                limits=self._primary_timeout,
+                receive=receive,
+                send=send,
+                keep_bytes=self.settings.record_bytes,
+                side=side,
+            )
+        except BaseException:
+            if job is not None:
+                job.primary.cancel()  # the pair is abandoned with the request
+            raise
+        # The user has the last byte: measuring, pairing and recording start now.
+        if job is not None:
+            job.primary.set_result(exchange)
+        if routable:
+            self._served(side, path, body, scope, exchange, paired=job is not None)
+
+    def _upstream(self, side: Side) -> Upstream:
+        if side == "candidate":
+            return self.settings.candidate
+        if side == "secondary" and self.settings.secondary is not None:
+            return self.settings.secondary
+        return self.settings.primary
+
+    def _served(
+        self, side: Side, path: str, body: bytes, scope: Scope, exchange: Exchange, *, paired: bool
+    ) -> None:
+        request = request_value(body)
+        if not paired and self._capture is not None and isinstance(request, dict):
+            assert self._sink is not None
+            headers = tuple(upstream_headers(scope["headers"]))
+            self._sink.put(Record(path=path, request=request, headers=headers))
+        if exchange.client_gone:
+            return  # an answer the user walked away from is not the side's fault: not measured
+        if isinstance(request, dict):
+            metrics = request_metrics(exchange, completion_of(exchange, path, request), request)
+        else:
+            metrics = {"error": float(exchange.failed), "timeout": float(exchange.timed_out)}
+        self.metrics.served(side, metrics)
+        if self.controller is not None:
+            self.controller.observe(Observation(side=side, at=time.time(), metrics=metrics))
+
+    # the mirror --------------------------------------------------------------------------------
+
+    def _mirror(self, scope: Scope, path: str, body: bytes) -> MirrorJob | None:
+        request = request_value(body)
+        if not isinstance(request, dict):
+            return None  # not JSON: the primary's answer is its own business, nothing to compare
+        job = MirrorJob(
+            path=path,
+            body=body,
+            headers=tuple(upstream_headers(scope["headers"])),
+            candidate_headers=candidate_headers(scope["headers"], self.settings.candidate_key),
+            primary=asyncio.get_running_loop().create_future(),
+        )
+        try:
+            self._queue.put_nowait(job)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            self.metrics.drops.inc()
+            if self._sink is not None:
+                self._sink.put(
+                    Record(
+                        path=path,
+                        request=request,
+                        headers=job.headers,
+                        comparison={"dropped": "mirror queue full"},
+                        pair=True,
+                    )
+                )
+            return None
+        return job
+
+    async def _mirror_worker(self) -> None:
+        while True:
+            job = await self._queue.get()
+            self.mirrors_in_flight += 1
+            try:
+                candidate = await self._ask_candidate(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a mirror failure never reaches a user
+                candidate = Exchange(sent_ns=time.perf_counter_ns(), error=repr(exc))
+            if job.primary.done():
+                self._pair(job, candidate)
+            else:
+                job.primary.add_done_callback(functools.partial(self._paired, job, candidate))
+
+    async def _ask_candidate(self, job: MirrorJob) -> Exchange:
+        assert self._session is not None
+        url = self.settings.candidate.url(job.path.encode(), b"")
+        exchange = Exchange(sent_ns=time.perf_counter_ns())
+        try:
+            async with self._session.post(
+                url,
+                data=job.body,
+                headers=job.candidate_headers,
+                timeout=self._candidate_timeout,
+                allow_redirects=False,
+            ) as response:
+                exchange.status = response.status
+                exchange.headers = {k.lower(): v for k, v in response.headers.items()}
+                async for data in response.content.iter_any():
+                    exchange.keep(data, time.perf_counter_ns(), self.settings.record_bytes)
+                    if exchange.truncated:
+                        break
+        except TimeoutError:
+            exchange.error, exchange.timed_out = "the candidate did not answer in time", True
+        except aiohttp.ClientError as exc:
+            exchange.error = f"the candidate failed: {type(exc).__name__}: {exc}"
+        exchange.done_ns = time.perf_counter_ns()
+        return exchange
+
+    def _paired(self, job: MirrorJob, candidate: Exchange, _done: asyncio.Future[Exchange]) -> None:
+        self._pair(job, candidate)
+
+    def _pair(self, job: MirrorJob, candidate: Exchange) -> None:
+        self.mirrors_in_flight -= 1
+        if job.primary.cancelled():
+            return
+        primary = job.primary.result()
+        request = json.loads(job.body)  # it parsed when the job was queued
+        comparison = compare_pair(job.path, request, primary, candidate)
+        self.metrics.served("candidate", comparison.candidate_metrics)
+        self.metrics.paired(comparison)
+        self.pairs += 1
+        if self._sink is not None:
+            self._sink.put(
+                Record(
+                    path=job.path,
+                    request=request,
+                    headers=job.headers,
+                    primary=primary.as_record(),
+                    candidate=candidate.as_record(),
+                    comparison=comparison.as_dict(),
+                    pair=True,
+                )
+            )

@@ -1,0 +1,134 @@
+"""One upstream exchange as the proxy saw it (status, headers, bytes with their arrival stamps)
+and the Completion read back from it with the endpoints' own SSE parser and assembler, so a
+proxied answer is read exactly as the gates read one."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from servegate.endpoints.assembly import StreamAssembler
+from servegate.endpoints.body import completion_draft, decode_json
+from servegate.endpoints.draft import CompletionDraft, RequestContext, body_error
+from servegate.endpoints.errors import ErrorCategory, FaultError, RequestError
+from servegate.endpoints.sse import SSEFaultError, SSEParser
+from servegate.endpoints.text import excerpt
+from servegate.endpoints.timing import TimingRecorder
+from servegate.endpoints.types import Completion
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+MIRRORED_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH})
+GENERATION_PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH})
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What came back for one request; `error` is set for a transport failure or a timeout
+    (`timed_out`), `truncated` when more bytes came than were kept for reading."""
+
+    sent_ns: int
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    chunks: list[bytes] = field(default_factory=list)
+    arrivals_ns: list[int] = field(default_factory=list)
+    kept_bytes: int = 0
+    truncated: bool = False
+    done_ns: int | None = None
+    error: str | None = None
+    timed_out: bool = False
+    client_gone: bool = False  # the user disconnected before the answer was complete
+
+    def keep(self, data: bytes, arrival_ns: int, limit: int) -> None:
+        """Keep one chunk for reading later, up to `limit` bytes in all."""
+        if self.truncated:
+            return
+        if self.kept_bytes + len(data) > limit:
+            self.truncated = True
+            return
+        self.chunks.append(data)
+        self.arrivals_ns.append(arrival_ns)
+        self.kept_bytes += len(data)
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+    @property
+    def failed(self) -> bool:
+        """Error by METRICS' definition: HTTP >= 500, connection error or timeout."""
+        return self.error is not None or (self.status is not None and self.status >= 500)
+
+    def as_record(self, max_chars: int = 65_536) -> dict[str, Any]:
+        """JSON-able summary for the store (not yet redacted)."""
+        return {
+            "status": self.status,
+            "content_type": self.headers.get("content-type"),
+            "body": self.body.decode("utf-8", "replace")[:max_chars],
+            "body_bytes": self.kept_bytes,
+            "truncated": self.truncated,
+            "error": self.error,
+            "timed_out": self.timed_out,
+            "e2el_ms": None if self.done_ns is None else (self.done_ns - self.sent_ns) / 1e6,
+        }
+
+
+def completion_of(exchange: Exchange, path: str, request: Mapping[str, Any]) -> Completion | None:
+    """The Completion in a chat/completions exchange, or None for another path or a body too
+    large to have been kept (not measured)."""
+    if path not in GENERATION_PATHS or exchange.truncated:
+        return None
+    chat = path == CHAT_PATH
+    streaming = bool(request.get("stream"))
+    recorder = TimingRecorder(sent_ns=exchange.sent_ns)
+    recorder.done_ns = exchange.done_ns
+    ctx = RequestContext.of(request, streaming=streaming)
+    draft = CompletionDraft()
+    try:
+        if exchange.error is not None:
+            category = ErrorCategory.TIMEOUT if exchange.timed_out else ErrorCategory.INFRA
+            raise FaultError(category, exchange.error)
+        if exchange.status is None or not 200 <= exchange.status < 300:
+            message = ""
+            with contextlib.suppress(FaultError):
+                message = body_error(decode_json(exchange.body)) or ""
+            category = (
+                ErrorCategory.SERVER
+                if exchange.status is not None and exchange.status >= 500
+                else ErrorCategory.REJECTED
+            )
+            raise FaultError(category, f"HTTP {exchange.status}: {excerpt(message, 200)}")
+        content_type = exchange.headers.get("content-type", "").split(";")[0].strip()
+        if streaming and content_type == "text/event-stream":
+            draft = _assemble(exchange, recorder, chat=chat)
+        else:
+            draft = completion_draft(decode_json(exchange.body), chat=chat)
+    except FaultError as exc:
+        error = RequestError(exc.category, exc.message, status=exchange.status)
+        return draft.finish(ctx, status=exchange.status, timing=recorder.freeze(), error=error)
+    return draft.finish(ctx, status=exchange.status, timing=recorder.freeze())
+
+
+def _assemble(exchange: Exchange, recorder: TimingRecorder, *, chat: bool) -> CompletionDraft:
+    parser = SSEParser()
+    assembler = StreamAssembler(recorder, chat=chat)
+    last = exchange.sent_ns
+    try:
+        for data, arrival in zip(exchange.chunks, exchange.arrivals_ns, strict=True):
+            for event in parser.feed(data, arrival):
+                assembler.add(event)
+            last = arrival
+        for event in parser.close(last):
+            assembler.add(event)
+    except SSEFaultError as exc:
+        for event in exc.events:
+            assembler.add(event)
+        raise
+    if not assembler.done:
+        raise FaultError(
+            ErrorCategory.TRUNCATED, f"stream closed after {assembler.events} events without [DONE]"
+        )
+    return assembler.draft

@@ -1,0 +1,124 @@
+"""Pairs and captures written off the event loop: a bounded queue drained by one thread, which
+redacts every record before it goes to the store or the capture file. A full queue drops the
+record (counted) rather than slow a user's request."""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from servegate.proxy.redaction import redact_headers, redact_value
+from servegate.store.errors import StoreError
+from servegate.store.proxy_records import ProxyRecorder
+
+log = logging.getLogger("servegate.proxy")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One request for the capture file, and when it was mirrored, its pair for the store."""
+
+    path: str
+    request: Any  # the parsed JSON body (or its text when it did not parse)
+    headers: tuple[tuple[str, str], ...]
+    primary: Mapping[str, Any] | None = None
+    candidate: Mapping[str, Any] | None = None
+    comparison: Mapping[str, Any] | None = None
+    pair: bool = False  # written to the store (a sampled request), else only captured
+
+
+def request_value(body: bytes) -> Any:
+    """The body as JSON when it parses, else as text: what a record keeps of a request."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")
+
+
+class RecordSink:
+    """`put` from the event loop; a thread writes. `close` drains what was queued, then stops."""
+
+    def __init__(
+        self,
+        recorder: ProxyRecorder | None,
+        capture: Path | None,
+        *,
+        size: int,
+        on_drop: Callable[[], None],
+    ) -> None:
+        self._recorder = recorder
+        self._capture: IO[str] | None = None
+        if capture is not None:
+            self._capture = capture.open("a", encoding="utf-8")
+        self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=size)
+        self._on_drop = on_drop
+        self.failures = 0
+        self.written = 0
+        self._thread = threading.Thread(target=self._run, name="servegate-proxy-records")
+        self._thread.daemon = True
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        """Records queued or being written."""
+        return self._queue.unfinished_tasks
+
+    @property
+    def wanted(self) -> bool:
+        return self._recorder is not None or self._capture is not None
+
+    def put(self, record: Record) -> None:
+        """Queue a record without blocking; a full queue drops it."""
+        if not self.wanted:
+            return
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self._on_drop()
+
+    def close(self) -> None:
+        """Write what is queued, then stop the thread and close the capture file."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._capture is not None:
+            self._capture.close()
+
+    def _run(self) -> None:
+        while True:
+            record = self._queue.get()
+            if record is None:
+                self._queue.task_done()
+                return
+            try:
+                self._write(record)
+                self.written += 1
+            except (StoreError, OSError) as exc:
+                self.failures += 1
+                if self.failures == 1 or self.failures % 1000 == 0:
+                    log.error(
+                        "servegate proxy: record not written (%d so far): %s", self.failures, exc
+                    )
+            finally:
+                self._queue.task_done()
+
+    def _write(self, record: Record) -> None:
+        request = redact_value(record.request)
+        headers = redact_headers(record.headers)
+        if self._capture is not None:
+            line = {"path": record.path, "headers": headers, "request": request}
+            self._capture.write(json.dumps(line, ensure_ascii=True) + "\n")
+            self._capture.flush()
+        if record.pair and self._recorder is not None:
+            self._recorder.write_pair(
+                record.path,
+                {"headers": headers, "body": request},
+                redact_value(record.primary or {}),
+                None if record.candidate is None else redact_value(record.candidate),
+                None if record.comparison is None else redact_value(record.comparison),
+            )

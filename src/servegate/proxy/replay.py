@@ -1,0 +1,202 @@
+"""The offline shadow: captured requests (the proxy's `--capture` file, or one OpenAI request
+body per line) sent to a baseline and a candidate and compared with the proxy's comparisons.
+
+The whole file is read and checked before the first request goes out, so a broken line stops
+the replay with nothing sent and nothing written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from servegate.proxy.comparison import PairComparison, compare_pair
+from servegate.proxy.exchange import CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, Exchange
+from servegate.proxy.settings import Upstream
+
+
+class TrafficFileError(ValueError):
+    """A traffic file that cannot be replayed; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class Captured:
+    """One request to replay."""
+
+    line: int
+    path: str
+    body: Mapping[str, Any]
+
+
+def _path_of(body: Mapping[str, Any]) -> str | None:
+    if "messages" in body:
+        return CHAT_PATH
+    if "prompt" in body:
+        return COMPLETIONS_PATH
+    if "input" in body:
+        return EMBEDDINGS_PATH
+    return None
+
+
+def parse_traffic(path: Path) -> list[Captured]:
+    """Every request in the file; TrafficFileError names the first bad line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrafficFileError(f"cannot read traffic file {path}: {exc}") from None
+    found: list[Captured] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            raise TrafficFileError(f"{path}:{number}: not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise TrafficFileError(f"{path}:{number}: not a JSON object")
+        if "request" in value and "path" in value:  # a line of `servegate proxy --capture`
+            body, where = value["request"], value.get("path")
+            if not isinstance(body, dict):
+                raise TrafficFileError(f"{path}:{number}: the captured request is not an object")
+        else:
+            body, where = value, None
+        where = where if isinstance(where, str) else _path_of(body)
+        if where not in (CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH):
+            raise TrafficFileError(
+                f"{path}:{number}: not a chat, completions or embeddings request "
+                "(no messages, prompt or input, and no known path)"
+            )
+        found.append(Captured(line=number, path=where, body=body))
+    if not found:
+        raise TrafficFileError(f"{path}: no requests in the file")
+    return found
+
+
+async def _ask(
+    session: aiohttp.ClientSession,
+    upstream: Upstream,
+    captured: Captured,
+    key: str | None,
+    timeout_s: float,
+) -> Exchange:
+    headers = {"content-type": "application/json"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    exchange = Exchange(sent_ns=time.perf_counter_ns())
+    try:
+        async with session.post(
+            upstream.url(captured.path.encode(), b""),
+            data=json.dumps(captured.body).encode(),
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            allow_redirects=False,
+        ) as response:
+            exchange.status = response.status
+            exchange.headers = {k.lower(): v for k, v in response.headers.items()}
+            async for data in response.content.iter_any():
+                exchange.keep(data, time.perf_counter_ns(), 16 * 1024 * 1024)
+    except TimeoutError:
+        exchange.error, exchange.timed_out = "no answer in time", True
+    except aiohttp.ClientError as exc:
+        exchange.error = f"{type(exc).__name__}: {exc}"
+    exchange.done_ns = time.perf_counter_ns()
+    return exchange
+
+
+@dataclass(frozen=True)
+class ReplayedPair:
+    captured: Captured
+    baseline: Exchange
+    candidate: Exchange
+    comparison: PairComparison
+
+
+async def replay(
+    traffic: Sequence[Captured],
+    baseline: Upstream,
+    candidate: Upstream,
+    *,
+    baseline_key: str | None = None,
+    candidate_key: str | None = None,
+    concurrency: int = 1,
+    timeout_s: float = 120.0,
+) -> list[ReplayedPair]:
+    """Send each request to both sides (the two at once) and compare the answers, in file order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(session: aiohttp.ClientSession, captured: Captured) -> ReplayedPair:
+        async with gate:
+            a, b = await asyncio.gather(
+                _ask(session, baseline, captured, baseline_key, timeout_s),
+                _ask(session, candidate, captured, candidate_key, timeout_s),
+            )
+        return ReplayedPair(captured, a, b, compare_pair(captured.path, captured.body, a, b))
+
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        return list(await asyncio.gather(*(one(session, c) for c in traffic)))
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    """Counts over the replayed pairs and the verdict they give (see `judge`)."""
+
+    pairs: int
+    both_answered: int
+    greedy_pairs: int
+    exact_matches: int
+    baseline_errors: int
+    candidate_errors: int  # failed where the baseline answered
+    candidate_degenerate: int
+    json_regressions: int  # the candidate's JSON does not parse where the baseline's does
+    tool_call_regressions: int
+    verdict: str  # pass | fail | inconclusive
+    reasons: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _regressed(name: str, c: PairComparison) -> bool:
+    return c.primary_metrics.get(name) == 0.0 and c.candidate_metrics.get(name) == 1.0
+
+
+def judge(pairs: Sequence[ReplayedPair]) -> ReplaySummary:
+    """Fail on what the gates call a regression (the candidate fails where the baseline did not:
+    errors, degenerate output, JSON or tool-call arguments that stop parsing); inconclusive when
+    no pair was answered by the baseline. Exact-match rate is reported, not judged: a replay has
+    no noise floor to judge drift against."""
+    comps = [p.comparison for p in pairs]
+    both = sum(1 for c in comps if c.primary_ok and c.candidate_ok)
+    counts = {
+        "baseline_errors": sum(1 for c in comps if not c.primary_ok),
+        "candidate_errors": sum(1 for c in comps if c.primary_ok and not c.candidate_ok),
+        "candidate_degenerate": sum(1 for c in comps if c.candidate_degenerate),
+        "json_regressions": sum(1 for c in comps if _regressed("json_parse_failure", c)),
+        "tool_call_regressions": sum(1 for c in comps if _regressed("tool_call_parse_failure", c)),
+    }
+    reasons = tuple(
+        f"{name.replace('_', ' ')}: {n}"
+        for name, n in counts.items()
+        if n and name != "baseline_errors"
+    )
+    if not any(c.primary_ok for c in comps):
+        verdict = "inconclusive"
+        reasons = ("the baseline answered none of the requests",)
+    else:
+        verdict = "fail" if reasons else "pass"
+    return ReplaySummary(
+        pairs=len(comps),
+        both_answered=both,
+        greedy_pairs=sum(1 for c in comps if c.exact_match is not None),
+        exact_matches=sum(1 for c in comps if c.exact_match),
+        verdict=verdict,
+        reasons=reasons,
+        **counts,
+    )

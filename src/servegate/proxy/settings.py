@@ -1,0 +1,97 @@
+"""What a proxy is told at start: its upstreams (the only place they come from), its mode, the
+mirror's sample and bounds, and limits on what it accepts and keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from yarl import URL
+
+Mode = Literal["shadow", "canary"]
+
+
+class ProxySettingsError(ValueError):
+    """A setting that cannot work; the CLI reports it as a usage error (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One configured upstream: requests go to `origin` + `prefix` + the request's own path."""
+
+    origin: str  # scheme://host:port, no trailing slash
+    prefix: str  # a path before /v1 (usually empty)
+    display: str  # the URL as given, credentials refused
+
+    @classmethod
+    def parse(cls, name: str, url: str) -> Upstream:
+        """The base URL as servegate takes it elsewhere (…/v1, or an origin); no credentials."""
+        try:
+            parsed = URL(url)
+        except ValueError as exc:
+            raise ProxySettingsError(f"--{name} does not parse as a URL: {exc}") from None
+        if parsed.user or parsed.password:
+            raise ProxySettingsError(f"--{name} must not carry credentials; use an env variable")
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ProxySettingsError(f"--{name} must be http(s)://host[:port][/v1], got {url!r}")
+        if parsed.query_string or parsed.fragment:
+            raise ProxySettingsError(f"--{name} must not carry a query or fragment")
+        path = parsed.path.rstrip("/")
+        if path.endswith("/v1"):
+            path = path[: -len("/v1")]
+        return cls(origin=str(parsed.origin()), prefix=path, display=url)
+
+    def url(self, raw_path: bytes, query: bytes) -> str:
+        """The upstream URL of a request path, already percent-encoded as the client sent it."""
+        target = self.origin + self.prefix + raw_path.decode("latin-1")
+        return target + "?" + query.decode("latin-1") if query else target
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """Frozen settings of one proxy."""
+
+    primary: Upstream
+    candidate: Upstream
+    mode: Mode = "shadow"
+    sample: float = 0.05  # share of mirrorable requests sent to the candidate too (shadow)
+    secondary: Upstream | None = None
+    candidate_key: str | None = None  # the candidate's own API key (from an env variable)
+    max_body_bytes: int = 16 * 1024 * 1024  # larger request bodies are refused with 413
+    queue_size: int = 256  # mirror jobs waiting; beyond it a sampled request is dropped
+    mirror_workers: int = 8  # candidate requests in flight at once
+    candidate_timeout_s: float = 60.0  # a mirrored request gives up after this, in all
+    primary_connect_timeout_s: float = 10.0
+    primary_timeout_s: float | None = None  # None: as long as the primary streams
+    record_bytes: int = 4 * 1024 * 1024  # an answer larger than this is served but not measured
+    record_queue_size: int = 256  # records waiting for the store writer; beyond it, dropped
+    seed: int | None = None  # for the sampling draw (tests, replays of a session)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.sample <= 1.0:
+            raise ProxySettingsError(f"--sample must be in [0, 1], got {self.sample}")
+        for name in ("max_body_bytes", "queue_size", "mirror_workers", "record_bytes"):
+            if getattr(self, name) < 1:
+                raise ProxySettingsError(f"{name} must be at least 1")
+        if self.candidate_timeout_s <= 0:
+            raise ProxySettingsError("the candidate timeout must be > 0 s")
+        if (self.primary.origin, self.primary.prefix) == (
+            self.candidate.origin,
+            self.candidate.prefix,
+        ):
+            raise ProxySettingsError("--primary and --candidate are the same upstream")
+
+    def public(self) -> dict[str, object]:
+        """JSON-able settings without the key, for the session row."""
+        return {
+            "mode": self.mode,
+            "sample": self.sample,
+            "primary": self.primary.display,
+            "candidate": self.candidate.display,
+            "secondary": None if self.secondary is None else self.secondary.display,
+            "candidate_key": "set" if self.candidate_key else "not set",
+            "max_body_bytes": self.max_body_bytes,
+            "queue_size": self.queue_size,
+            "mirror_workers": self.mirror_workers,
+            "candidate_timeout_s": self.candidate_timeout_s,
+        }
