@@ -240,6 +240,20 @@ class Policy(_Frozen):
         "fail, and only when also significant (one-sided Fisher exact test). DESIGN.md: "
         "+1 point.",
     )
+    performance_aa_k: float = _key(
+        1.0,
+        "× A/A deviation",
+        "With a baseline replica (`--baseline-replica`) measured in the same interleaved blocks, "
+        "each performance limit widens by this many times the baseline's own deviation d from "
+        "its replica (d = max(r, 1/r) − 1, r = replica / baseline of the same statistic): a "
+        "latency may reach (1 + p95_latency_regression_max) × (1 + k·d) of the baseline's, "
+        "throughput (1 − throughput_drop_max) / (1 + k·d). Measured on the reference engine "
+        "(2026-12-01, benchmarks/RESULTS.md): two identical llama.cpp processes on the shared "
+        "2-core machine differed by up to 1.26× for a whole run, a difference between processes "
+        "that interleaving cannot cancel and the candidate's ratio carries too. Without a "
+        "replica the floor is not measured and the limits are not widened.",
+        ge=0.0,
+    )
     significance_alpha: float = _key(
         0.05,
         "p-value",

@@ -4,7 +4,8 @@ The load comes from `servegate.load` (the generator behind `servegate bench`): c
 of greedy synthetic requests, interleaved between the sides (performance_plan.py). Every request
 is recorded and every answer checked. `evaluate` (performance_judgement.py) compares TTFT, TPOT
 and E2EL P95, output throughput and error rate with a Mann-Whitney test plus an effect band and
-a bootstrap interval of the ratio, and compares each side's answers under load with the same
+a bootstrap interval of the ratio — widened by the baseline's own A/A deviation when a baseline
+replica ran the same blocks — and compares each side's answers under load with the same
 prompts answered alone, the baseline's own disagreement being the noise floor.
 """
 
@@ -18,6 +19,8 @@ from servegate.gates.pair import EndpointPair
 from servegate.gates.performance_judgement import evaluate
 from servegate.gates.performance_plan import (
     NAME,
+    REPLICA,
+    SIDES,
     AloneAnswer,
     Block,
     PerformanceEvidence,
@@ -56,14 +59,16 @@ async def collect(
     arrival = closed_loop(settings.concurrency)
     dl = cfg.request_deadline_s
     sides: dict[str, Endpoint] = {"baseline": pair.baseline, "candidate": pair.candidate}
+    if pair.replica is not None:
+        sides[REPLICA] = pair.replica
     stopped: dict[str, str] = {
         name: f"not sent: {name} was hung before this gate"
         for name, ep in sides.items()
         if pair.hung(ep)
     }
-    order = block_order(settings.blocks)
+    order = block_order(settings.blocks, replica=pair.replica is not None)
     alone_n = min(settings.isolated_prompts, settings.requests_per_block)
-    total, done = len(order) + 2 + 2 * alone_n, 0
+    total, done = len(order) + len(sides) + len(SIDES) * alone_n, 0
 
     def step(label: str) -> None:
         nonlocal done
@@ -103,11 +108,14 @@ async def collect(
             if _all_timed_out(evidence):
                 stopped[name] = f"not sent: every request of {name} block {k} timed out"
         step(f"{name} block {k}")
-    alone: dict[str, list[AloneAnswer]] = {name: [] for name in sides}
+    # The replica's part is the A/A floor of the timings; agreement under load has its own floor
+    # (the baseline alone vs under load), so the replica answers nothing alone.
+    alone: dict[str, list[AloneAnswer]] = {name: [] for name in SIDES}
     first = first_index(settings, 0)
     for index in range(first, first + alone_n):
         item = source(index)
-        for name, ep in sides.items():
+        for name in SIDES:
+            ep = sides[name]
             if name not in stopped:
                 answer = await pair.send(
                     ep, item.api, item.body, gate=NAME, probe=f"alone:{item.label}", deadline_s=dl
@@ -123,4 +131,5 @@ async def collect(
         baseline_url=pair.baseline.base_url,
         candidate_url=pair.candidate.base_url,
         model=pair.model,
+        replica_url=None if pair.replica is None else pair.replica.base_url,
     )
