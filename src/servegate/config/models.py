@@ -334,6 +334,11 @@ class GateConfig(_Frozen):
     hung_after_timeouts: int = Field(default=2, ge=1)
     # Any unmeasured check makes its gate inconclusive, not only a gate's core measurement.
     strict: bool = False
+    # Baseline and candidate are different servers: where a correctness gate sends the same
+    # request to both, they are served at the same time (the candidate's deadline still scaled
+    # to the baseline's answer). False: one after the other (e.g. one server reached under two
+    # names, whose requests would interleave). The performance gate always interleaves blocks.
+    sides_at_once: bool = True
     performance: PerformanceConfig = PerformanceConfig()
     policy: Policy = Policy()
     # A managed engine's log goes to a folder per run under this one.

@@ -81,19 +81,18 @@ async def collect(
     observations = []
     for req in requests:
         b = firsts.get(req.probe)
-        if b is None:
-            b = await pair.send(
-                pair.baseline, req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl
+        if b is None:  # both sides now, at once when the pair allows it
+            b, c = await pair.both(req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl)
+        else:
+            c = await pair.send(
+                pair.candidate,
+                req.api,
+                req.body,
+                gate=NAME,
+                probe=req.probe,
+                deadline_s=dl,
+                reference=b,
             )
-        c = await pair.send(
-            pair.candidate,
-            req.api,
-            req.body,
-            gate=NAME,
-            probe=req.probe,
-            deadline_s=dl,
-            reference=b,
-        )
         observations.append(Observation(req, b, c))
     aligned: dict[str, float | None] = {}
     notes: dict[str, str] = {}

@@ -106,19 +106,13 @@ class TextScore:
 async def score_texts(
     pair: EndpointPair, deadline_s: float, texts: Sequence[tuple[str, str]] | None = None
 ) -> tuple[TextScore, ...]:
-    """Echo every reference text on the baseline, then on the candidate."""
+    """Echo every reference text on the baseline and on the candidate (at once when the pair
+    allows it)."""
     out = []
     for text_id, text in reference_texts() if texts is None else texts:
         probe = f"perplexity:{text_id}"
-        b = await _send(pair, pair.baseline, echo_body(text), probe, deadline_s)
-        c = await pair.send(
-            pair.candidate,
-            "completions",
-            echo_body(text),
-            gate=NAME,
-            probe=probe,
-            deadline_s=deadline_s,
-            reference=b,
+        b, c = await pair.both(
+            "completions", echo_body(text), gate=NAME, probe=probe, deadline_s=deadline_s
         )
         out.append(TextScore(text_id, b, c))
     return tuple(out)
