@@ -220,9 +220,15 @@ async def cross_score(
         r = await _send(pair, ep, echo_body(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
         return tail_nll(r.prompt_logprobs, text) if r.ok else None
 
+    async def on(ep: Endpoint, own: str, other: str) -> tuple[float | None, float | None]:
+        return await by(ep, own), await by(ep, other)
+
+    (bb, bc), (cc, cb) = await pair.sides(
+        lambda: on(pair.baseline, b_text, c_text), lambda: on(pair.candidate, c_text, b_text)
+    )
     return CrossScore(
-        baseline_on_baseline=await by(pair.baseline, b_text),
-        baseline_on_candidate=await by(pair.baseline, c_text),
-        candidate_on_candidate=await by(pair.candidate, c_text),
-        candidate_on_baseline=await by(pair.candidate, b_text),
+        baseline_on_baseline=bb,
+        baseline_on_candidate=bc,
+        candidate_on_candidate=cc,
+        candidate_on_baseline=cb,
     )
