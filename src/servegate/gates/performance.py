@@ -11,6 +11,7 @@ prompts answered alone, the baseline's own disagreement being the noise floor.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from servegate.config.models import GateConfig
@@ -76,16 +77,24 @@ async def collect(
         if progress is not None:
             progress(done, total, label)
 
-    warmup: dict[str, StepEvidence | None] = {}
     count = warmup_count(settings)
-    for name, ep in sides.items():
-        warmup[name] = None
+
+    async def warm(name: str) -> StepEvidence | None:
+        """Not measured: the sides warm up at the same time when the pair allows it."""
+        got = None
         if count and name not in stopped:
-            tagged = pair.recording(ep, gate=NAME, probe="load:warmup")
-            warmup[name] = await run_step(
+            tagged = pair.recording(sides[name], gate=NAME, probe="load:warmup")
+            got = await run_step(
                 tagged, source, arrival, block_bounds(settings, count, dl), first_index=0
             )
         step(f"{name} warm-up")
+        return got
+
+    if pair.at_once:
+        warmed = await asyncio.gather(*(warm(name) for name in sides))
+    else:
+        warmed = [await warm(name) for name in sides]
+    warmup: dict[str, StepEvidence | None] = dict(zip(sides, warmed, strict=True))
     blocks: list[Block] = []
     for name, k in order:
         if name in stopped:
@@ -110,18 +119,30 @@ async def collect(
         step(f"{name} block {k}")
     # The replica's part is the A/A floor of the timings; agreement under load has its own floor
     # (the baseline alone vs under load), so the replica answers nothing alone.
-    alone: dict[str, list[AloneAnswer]] = {name: [] for name in SIDES}
     first = first_index(settings, 0)
-    for index in range(first, first + alone_n):
-        item = source(index)
-        for name in SIDES:
-            ep = sides[name]
+
+    async def alone_on(name: str) -> list[AloneAnswer]:
+        """Each prompt alone on one side (the sides at the same time when the pair allows it:
+        they are different servers, and each request is isolated on its own)."""
+        out = []
+        for index in range(first, first + alone_n):
+            item = source(index)
             if name not in stopped:
                 answer = await pair.send(
-                    ep, item.api, item.body, gate=NAME, probe=f"alone:{item.label}", deadline_s=dl
-                )
-                alone[name].append(AloneAnswer(index, item, answer))
+                    sides[name], item.api, item.body, gate=NAME, probe=f"alone:{item.label}",
+                    deadline_s=dl,
+                )  # fmt: skip
+                out.append(AloneAnswer(index, item, answer))
             step(f"{name} alone {index}")
+        return out
+
+    alone = dict(
+        zip(
+            SIDES,
+            await pair.sides(lambda: alone_on(SIDES[0]), lambda: alone_on(SIDES[1])),
+            strict=True,
+        )
+    )
     return PerformanceEvidence(
         settings=settings,
         workload=spec,
