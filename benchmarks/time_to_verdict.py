@@ -12,13 +12,25 @@ of request (isolation requests, A/A repeats, load blocks, …).
     servegate gate --baseline URL --candidate URL --db out/ttv.db --json out/ttv.json
     python benchmarks/time_to_verdict.py --db out/ttv.db            # the latest run
     python benchmarks/time_to_verdict.py --db out/ttv.db --run RUN_ID
+
+`--measure SRC...` first starts two clean reference engines and runs the default `servegate gate`
+(every gate) against them once per source tree given (its `src` folder goes first on
+PYTHONPATH: e.g. an older commit exported with `git archive`), each into `--db`, then reports
+every run it made, with the 1-minute load average before and after each:
+
+    git archive ea1f6f6 src | tar -x -C out/before
+    python benchmarks/time_to_verdict.py --db out/ttv.db --measure out/before/src src
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -173,12 +185,41 @@ def report(run: dict[str, object], reqs: list[Request], offset_s: float) -> str:
     return "\n".join(out)
 
 
+def measure(db: str, sources: Sequence[str]) -> list[str]:
+    """Run the default gate once per source tree against two clean engines; the run ids."""
+    from servegate.engine import start_engine
+
+    ids = []
+    with start_engine("clean") as baseline, start_engine("clean") as candidate:
+        for src in sources:
+            env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+            load_before = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-m", "servegate", "gate", "--baseline", baseline.base_url,
+                 "--candidate", candidate.base_url, "--db", db, "--quiet"],
+                env=env, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            wall = time.perf_counter() - t0
+            run, *_ = load(db, None)
+            ids.append(str(run["id"]))
+            print(
+                f"{src}: exit {proc.returncode}, process wall {wall:.0f} s, load average "
+                f"{load_before:.1f} → {os.getloadavg()[0]:.1f}, run {run['id']}",
+                flush=True,
+            )
+    return ids
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="SQLite file or SQLAlchemy URL")
     parser.add_argument("--run", default=None, help="run id (default: the latest)")
+    parser.add_argument("--measure", nargs="+", default=None, metavar="SRC")
     args = parser.parse_args()
-    print(report(*load(args.db, args.run)))
+    runs = [args.run] if args.measure is None else measure(args.db, args.measure)
+    for run_id in runs:
+        print(report(*load(args.db, run_id)), end="\n\n", flush=True)
 
 
 if __name__ == "__main__":
