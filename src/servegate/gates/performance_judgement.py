@@ -210,7 +210,7 @@ def _latency(
         row=row,
         reason="median block P95: "
         + _reason(cls, ci, f"allowed {_band(1 + allowed, floor)}")
-        + _inside_floor(cls, 1 + allowed, floor),
+        + _inside_floor(cls, 1 + allowed, floor, alpha),
     )
 
 
@@ -223,10 +223,13 @@ def _band(limit: float, floor: AAFloor) -> str:
     return f"{limit:.2f}× ÷ A/A {floor.widen:.2f} = {limit / floor.widen:.2f}×"
 
 
-def _inside_floor(cls: MetricClassification, limit: float, floor: AAFloor) -> str:
-    """Said when a ratio beyond the policy's own limit passed only because of the A/A floor."""
-    ratio = cls.ratio
+def _inside_floor(cls: MetricClassification, limit: float, floor: AAFloor, alpha: float) -> str:
+    """Said when a ratio beyond the policy's own limit passed only because of the A/A floor
+    (significant, so the test alone would not have passed it)."""
+    ratio, p = cls.ratio, cls.p_value
     if cls.classification is not Classification.PASS or ratio is None or floor.ratio is None:
+        return ""
+    if p is None or p >= alpha:
         return ""
     beyond = ratio > limit if limit >= 1 else ratio < limit
     if not beyond:
@@ -276,7 +279,7 @@ def _throughput(b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy) ->
         row=row,
         reason="median block: "
         + _reason(cls, ci, f"allowed {_band(1 - allowed, floor)}")
-        + _inside_floor(cls, 1 - allowed, floor),
+        + _inside_floor(cls, 1 - allowed, floor, alpha),
     )
 
 
