@@ -8,11 +8,20 @@ it keeps every JSON report and prints one row per run: exit code, verdict, wall 
 start to exit: the time to verdict), each P95 ratio with its bootstrap interval, the throughput
 ratio and both sides' agreement under load.
 
+`--replica` starts a third clean engine and passes it as `--baseline-replica`: it runs the same
+interleaved blocks and its deviation from the baseline is the A/A floor of every performance
+limit (`performance_aa_k`). `--fault NAME` serves the candidate behind that engine fault (e.g.
+`slow`), so a run shows what a real regression looks like with the same floor. Each row also
+gives the 1-minute load average at the start and end of the run.
+
 `mismatch` measures the clean engine against itself under load, through the gate's own
 `collect`: every prompt of the first block is also answered alone, and the share of answers that
 differ is the baseline's floor. It runs `--repeats` collections of `--prompts` prompts each.
 
     .venv/bin/python benchmarks/performance_gate.py clean --out benchmarks/results/performance
+    .venv/bin/python benchmarks/performance_gate.py clean --replica --out benchmarks/results/perf-aa
+    .venv/bin/python benchmarks/performance_gate.py clean --replica --fault slow --runs 1 \
+        --out benchmarks/results/perf-aa
     .venv/bin/python benchmarks/performance_gate.py mismatch --prompts 20 --repeats 2
 """
 
@@ -22,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,15 +39,23 @@ from pathlib import Path
 from typing import Any
 
 RUNS = 3
-ROWS = ("TTFT P95", "TPOT P95", "E2EL P95", "throughput")
+ROWS = {  # Performance Report row: metric
+    "TTFT P95": "ttft_ms",
+    "TPOT P95": "tpot_ms",
+    "E2EL P95": "e2el_ms",
+    "throughput": "output_tokens_per_s",
+}
 
 
-def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
+def _gate(
+    baseline: str, candidate: str, out: Path, replica: str | None = None
+) -> tuple[int, float]:
     t0 = time.perf_counter()
+    extra = [] if replica is None else ["--baseline-replica", replica]
     proc = subprocess.run(
         [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
-         "--candidate", candidate, "--gates", "performance", "--json", str(out), "--no-store",
-         "--quiet"],
+         "--candidate", candidate, *extra, "--gates", "performance", "--json", str(out),
+         "--no-store", "--quiet"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if not out.exists():
@@ -49,24 +67,40 @@ def row(run: int, report: dict[str, Any]) -> str:
     rows = {r["metric"]: r for r in report["performance"]}
     cells = [str(run), f"{report['verdict'].upper()} (exit {report['_bench']['exit_code']})"]
     cells.append(f"{report['_bench']['wall_s']:.0f} s")
-    for name in ROWS:
+    cells.append("{:.1f}–{:.1f}".format(*report["_bench"]["load_average"]))
+    floors = next(
+        (g["details"].get("aa_floor", {}) for g in report["gates"] if g["name"] == "performance"),
+        {},
+    )
+    for name, metric in ROWS.items():
         r = rows.get(name)
-        cells.append("-" if r is None else f"{r['ratio']} [{r['interval']}] {r['status']}")
+        floor = floors.get(metric) or {}
+        aa = "" if floor.get("ratio") is None else f" (A/A {floor['ratio']:.2f}×)"
+        cells.append("-" if r is None else f"{r['ratio']} [{r['interval']}] {r['status']}{aa}")
     agree = rows.get("agreement under load")
     cells.append("-" if agree is None else f"{agree['baseline']} / {agree['candidate']}")
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
-    "| run | verdict | time to verdict | TTFT P95 ratio [CI] | TPOT P95 ratio [CI] "
-    "| E2EL P95 ratio [CI] | throughput ratio [CI] | differ under load: baseline / candidate |\n"
-    "|---|---|---|---|---|---|---|---|"
+    "| run | verdict | time to verdict | load avg (1 min) | TTFT P95 ratio [CI] "
+    "| TPOT P95 ratio [CI] | E2EL P95 ratio [CI] | throughput ratio [CI] "
+    "| differ under load: baseline / candidate |\n"
+    "|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def clean(out_dir: Path, runs: int, *, same: bool = False) -> None:
+def clean(
+    out_dir: Path,
+    runs: int,
+    *,
+    same: bool = False,
+    replica: bool = False,
+    fault: str | None = None,
+) -> None:
     """Two clean engines; with `same`, one engine reached as 127.0.0.1 and as localhost (an A/A
-    of one process: what is left is the client's and the method's own noise)."""
+    of one process: what is left is the client's and the method's own noise); with `replica`, a
+    third clean engine as the baseline's replica; with `fault`, the candidate behind it."""
     from servegate.engine import start_engine
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -75,13 +109,20 @@ def clean(out_dir: Path, runs: int, *, same: bool = False) -> None:
         if same:
             candidate_url = baseline.base_url.replace("127.0.0.1", "localhost")
         else:
-            candidate_url = stack.enter_context(start_engine("clean")).base_url
+            candidate_url = stack.enter_context(start_engine("clean", fault=fault)).base_url
+        replica_url = stack.enter_context(start_engine("clean")).base_url if replica else None
         for run in range(1, runs + 1):
-            name = "same-process" if same else "clean-vs-clean"
+            name = "same-process" if same else f"{fault or 'clean'}-vs-clean"
+            name += "-replica" if replica else ""
             path = out_dir / f"{name}-{run}.json"
-            code, wall_s = _gate(baseline.base_url, candidate_url, path)
+            load_before = os.getloadavg()[0]
+            code, wall_s = _gate(baseline.base_url, candidate_url, path, replica_url)
             report = json.loads(path.read_text())
-            report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1)}
+            report["_bench"] = {
+                "exit_code": code,
+                "wall_s": round(wall_s, 1),
+                "load_average": [load_before, os.getloadavg()[0]],
+            }
             path.write_text(json.dumps(report, indent=1))
             print(row(run, report), flush=True)
 
@@ -143,12 +184,14 @@ def main() -> None:
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--runs", type=int, default=RUNS)
     c.add_argument("--same", action="store_true", help="one engine as both sides (A/A)")
+    c.add_argument("--replica", action="store_true", help="a third engine: --baseline-replica")
+    c.add_argument("--fault", default=None, help="serve the candidate behind this engine fault")
     m = sub.add_parser("mismatch", help="the clean engine's own disagreement under load")
     m.add_argument("--prompts", type=int, default=20)
     m.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     if args.command == "clean":
-        clean(args.out, args.runs, same=args.same)
+        clean(args.out, args.runs, same=args.same, replica=args.replica, fault=args.fault)
     else:
         mismatch(args.prompts, args.repeats)
 

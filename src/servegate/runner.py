@@ -541,6 +541,7 @@ async def _run(
                 baseline, candidate, model=model, recorder=recorder, replica=replica,
                 hung_after=cfg.hung_after_timeouts,
                 timeout_factor=cfg.policy.timeout_latency_factor, launches=launches,
+                sides_at_once=cfg.sides_at_once,
             )  # fmt: skip
             previous = resume.finished if resume is not None else ()
             results: list[GateResult] = list(previous)

@@ -48,10 +48,11 @@ def stream_server() -> Iterator[Server]:
                 proc.stdout.close()
 
 
-def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, dict[str, Any], str]:
+def _gate(baseline: str, candidate: str, out: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     proc = subprocess.run(
         [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
-         "--candidate", candidate, "--gates", "performance", "--no-store", "--json", str(out)],
+         "--candidate", candidate, "--gates", "performance", "--no-store", "--json", str(out),
+         *extra],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -93,6 +94,8 @@ def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: P
     assert code == 0, report["gates"][0]["summary"]
     for name in ("ttft_ms", "e2el_ms", "tpot_ms", "output_tokens_per_s", "error_rate"):
         assert checks[name]["outcome"] == "pass", (name, checks[name])
+    # No replica: the report says the A/A floor of the timings is not measured.
+    assert "A/A floor not measured (no --baseline-replica)" in checks["ttft_ms"]["limit"]
     # Both servers answer every prompt the same alone and under load.
     assert checks["agreement_under_load"]["outcome"] == "pass"
     assert checks["agreement_under_load"]["candidate"] == "0/8 differ"
@@ -110,3 +113,25 @@ def test_two_servers_with_the_same_knobs_pass(stream_server: Server, tmp_path: P
         "not measured: the server does not export it"
     )
     assert "Under load, not judged" in shown
+
+
+def test_a_replica_runs_the_same_blocks_and_its_floor_is_shown_beside_each_limit(
+    stream_server: Server, tmp_path: Path
+) -> None:
+    # Baseline and replica have the same knobs, so the floor is narrow and the slower candidate
+    # still fails.
+    baseline, replica = stream_server(TTFT_MS), stream_server(TTFT_MS)
+    candidate = stream_server(TTFT_MS * 1.5)
+    code, report, _ = _gate(baseline, candidate, tmp_path / "r.json", "--baseline-replica", replica)
+    assert code == 1, report["gates"][0]["summary"]
+    ttft = _checks(report)["ttft_ms"]
+    assert ttft["outcome"] == "fail"
+    assert "A/A floor: replica / baseline" in ttft["limit"]
+    [gate] = report["gates"]
+    floor = gate["details"]["aa_floor"]["ttft_ms"]
+    assert 0.7 < floor["ratio"] < 1.3, floor
+    replica_blocks = [b for b in gate["details"]["blocks"] if b["side"] == "replica"]
+    assert [b["block"] for b in replica_blocks] == list(range(6))
+    assert all(b["sent"] == 8 for b in replica_blocks)
+    row = next(r for r in report["performance"] if r["metric"] == "TTFT P95")
+    assert "A/A floor: replica / baseline" in row["threshold"]

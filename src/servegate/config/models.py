@@ -328,6 +328,20 @@ class Policy(_Frozen):
         "+1 point. The canary applies it to each interval's error and timeout rates "
         "(Mann-Whitney U there).",
     )
+    performance_aa_k: float = _key(
+        1.0,
+        "× A/A deviation",
+        "With a baseline replica (`--baseline-replica`) measured in the same interleaved blocks, "
+        "each performance limit widens by this many times the baseline's own deviation d from "
+        "its replica (d = max(r, 1/r) − 1, r = replica / baseline of the same statistic): a "
+        "latency may reach (1 + p95_latency_regression_max) × (1 + k·d) of the baseline's, "
+        "throughput (1 − throughput_drop_max) / (1 + k·d). Measured on the reference engine "
+        "(2026-12-01, benchmarks/RESULTS.md): two identical llama.cpp processes on the shared "
+        "2-core machine differed by up to 1.26× for a whole run, a difference between processes "
+        "that interleaving cannot cancel and the candidate's ratio carries too. Without a "
+        "replica the floor is not measured and the limits are not widened.",
+        ge=0.0,
+    )
     significance_alpha: float = _key(
         0.05,
         "p-value",
@@ -415,6 +429,11 @@ class GateConfig(_Frozen):
     hung_after_timeouts: int = Field(default=2, ge=1)
     # Any unmeasured check makes its gate inconclusive, not only a gate's core measurement.
     strict: bool = False
+    # Baseline and candidate are different servers: where a correctness gate sends the same
+    # request to both, they are served at the same time (the candidate's deadline still scaled
+    # to the baseline's answer). False: one after the other (e.g. one server reached under two
+    # names, whose requests would interleave). The performance gate always interleaves blocks.
+    sides_at_once: bool = True
     performance: PerformanceConfig = PerformanceConfig()
     policy: Policy = Policy()
     # A managed engine's log goes to a folder per run under this one.

@@ -14,6 +14,7 @@ side = inconclusive (stated). Probes:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from servegate.config.models import GateConfig
@@ -91,6 +92,45 @@ def _spent_s(runs: Sequence[Completion]) -> float:
     return sum(((r.timing.done_ns or r.timing.sent_ns) - r.timing.sent_ns) / 1e9 for r in runs)
 
 
+async def _both_sides(
+    pair: EndpointPair, step: Step, cfg: GateConfig, plan: ContextPlan, send_candidate: bool
+) -> tuple[tuple[Completion, ...], tuple[Completion, ...]]:
+    """One step on the baseline and (unless `send_candidate` is False: it would only hang again)
+    on the candidate, at the same time when the pair allows it.
+
+    Time is not content: the candidate gets a multiple of the baseline's own time for the same
+    work (floored by the probe deadline) and one retry before it is hung. Started beside the
+    baseline, it runs with the floor first; only when that hangs is the baseline's time awaited,
+    and a floor that cut it short is run again with the scaled slack."""
+    done: asyncio.Future[tuple[Completion, ...]] = asyncio.get_running_loop().create_future()
+
+    async def baseline() -> tuple[Completion, ...]:
+        b = await _run_side(pair, pair.baseline, step, cfg.request_deadline_s, plan)
+        done.set_result(b)
+        return b
+
+    def slack_of(b: Sequence[Completion]) -> float:
+        return max(cfg.probe_deadline_s, cfg.policy.timeout_latency_factor * _spent_s(b))
+
+    async def candidate() -> tuple[Completion, ...]:
+        if not send_candidate:
+            return ()
+        attempts, slack = 2, slack_of(done.result()) if done.done() else cfg.probe_deadline_s
+        if not done.done():
+            c = await _run_side(pair, pair.candidate, step, slack, plan)
+            if not _hung(step, c):
+                return c
+            scaled = slack_of(await done)
+            attempts, slack = (2, scaled) if scaled > slack else (1, slack)
+        for _ in range(attempts):
+            c = await _run_side(pair, pair.candidate, step, slack, plan)
+            if not _hung(step, c):
+                break
+        return c
+
+    return await pair.sides(baseline, candidate)
+
+
 async def collect(
     pair: EndpointPair,
     cfg: GateConfig,
@@ -98,7 +138,8 @@ async def collect(
     plan: ContextPlan | None = None,
     progress: ProgressFn | None = None,
 ) -> ContextEvidence:
-    """Send every probe to baseline then candidate, each request isolated unless stated."""
+    """Send every probe to baseline and candidate (at the same time when the pair allows it),
+    each request isolated unless stated."""
     plan = plan or ContextPlan()
     todo = steps(plan)
     observations: list[Observation] = []
@@ -106,19 +147,11 @@ async def collect(
     for i, step in enumerate(todo):
         if progress is not None:
             progress(i, len(todo), step.probe)
-        b = await _run_side(pair, pair.baseline, step, cfg.request_deadline_s, plan)
         length = step.needle.target_tokens if step.needle is not None else None
-        c: tuple[Completion, ...] = ()  # not sent: it would only hang again
-        if length is None or hung_at is None or length < hung_at:
-            # Time is not content: the candidate gets a multiple of the baseline's own time for
-            # the same work (floored by the probe deadline) and one retry before it is hung.
-            slack = max(cfg.probe_deadline_s, cfg.policy.timeout_latency_factor * _spent_s(b))
-            for _ in range(2):
-                c = await _run_side(pair, pair.candidate, step, slack, plan)
-                if not _hung(step, c):
-                    break
-            if length is not None and _hung(step, c):
-                hung_at = min(hung_at or length, length)
+        send_candidate = length is None or hung_at is None or length < hung_at
+        b, c = await _both_sides(pair, step, cfg, plan, send_candidate)
+        if length is not None and _hung(step, c):  # never when not sent: c is ()
+            hung_at = min(hung_at or length, length)
         request = pair.body(step.requests[-1])
         if step.kind is Kind.PREFIX_CACHE and plan.cache_needle in plan.needles:
             assert step.needle is not None  # the cache miss is also this needle's answer

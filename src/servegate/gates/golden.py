@@ -11,6 +11,8 @@ empty output where the baseline had text) blocks whatever the assertions say.
 
 from __future__ import annotations
 
+import asyncio
+from asyncio import Future
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,19 +64,37 @@ async def _observe(
     async def send(ep: Any, body: Mapping[str, Any], label: str, **kw: Any) -> Completion:
         return await pair.send(ep, api, body, gate=NAME, probe=f"{pid}{label}", deadline_s=dl, **kw)
 
-    b = await send(pair.baseline, plain, "")
-    b_stream = await send(pair.baseline, streamed, ":stream")
-    b_hit = await send(pair.baseline, plain, ":cache-hit", isolate=False)
-    c = await send(pair.candidate, plain, "", reference=b)
-    c_stream = await send(pair.candidate, streamed, ":stream", reference=b_stream)
+    loop = asyncio.get_running_loop()
+    ref: Future[Completion] = loop.create_future()
+    ref_stream: Future[Completion] = loop.create_future()
+
+    async def baseline() -> tuple[Completion, Completion, Completion]:
+        b = await send(pair.baseline, plain, "")
+        ref.set_result(b)
+        b_stream = await send(pair.baseline, streamed, ":stream")
+        ref_stream.set_result(b_stream)
+        return b, b_stream, await send(pair.baseline, plain, ":cache-hit", isolate=False)
+
+    async def candidate() -> tuple[Completion, Completion]:
+        def against(body: Mapping[str, Any], label: str, r: Future[Completion]) -> Any:
+            return pair.send_against(
+                pair.candidate, api, body, gate=NAME, probe=f"{pid}{label}", deadline_s=dl,
+                reference=r,
+            )  # fmt: skip
+
+        c = await against(plain, "", ref)
+        return c, await against(streamed, ":stream", ref_stream)
+
+    (b, b_stream, b_hit), (c, c_stream) = await pair.sides(baseline, candidate)
     return Observation(probe, b, b_stream, b_hit, c, c_stream)
 
 
 async def collect(
     pair: EndpointPair, cfg: GateConfig, *, progress: ProgressFn | None = None
 ) -> GoldenEvidence:
-    """Every probe to the baseline (plain, streamed, cache hit), then to the candidate (plain,
-    streamed), in suite order, each isolated except the cache hit."""
+    """Every probe to the baseline (plain, streamed, cache hit) and to the candidate (plain,
+    streamed; at the same time when the pair allows it), in suite order, each isolated except
+    the cache hit."""
     probes = select_probes(cfg).probes
     pilot = await pair.send(
         pair.baseline,

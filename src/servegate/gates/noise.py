@@ -19,7 +19,7 @@ Each path's answer is compared with the baseline's first answer exactly as the c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,10 +210,11 @@ async def collect(
     deadline_s: float,
     paths: Sequence[str] = PATHS,
     firsts: dict[str, Completion] | None = None,
+    on_first: Callable[[str, Completion], None] | None = None,
 ) -> NoiseFloor:
     """Send each request to the baseline, then along each path (and to the replica), in order.
     The first answer of each probe goes into `firsts` when given, so the comparison with the
-    candidate reuses it instead of asking the baseline again."""
+    candidate reuses it instead of asking the baseline again, and to `on_first` as it comes."""
     comparisons: list[PathComparison] = []
     spreads: list[float] = []
     tried: set[str] = set()
@@ -228,6 +229,8 @@ async def collect(
         )
         if firsts is not None:
             firsts[req.probe] = first
+        if on_first is not None:
+            on_first(req.probe, first)
         for path, again in await _paths(pair, req, paths, deadline_s):
             tried.add(path)
             tokens = token_pair(first, again)

@@ -15,6 +15,9 @@ measurement (token comparison, |Δlogprob|, perplexity) makes the gate inconclus
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+
 from servegate.config.models import GateConfig
 from servegate.endpoints.types import Completion
 from servegate.gates.noise import NAME, PATHS, NoiseFloor, ProbeRequest
@@ -73,33 +76,22 @@ async def collect(
     opts = opts or NumericsConfig()
     dl = cfg.request_deadline_s
     requests = await plan(pair, opts, dl)
-    firsts: dict[str, Completion] = {}
-    if noise is None:
-        paths = PATHS if opts.measure_noise else ()
-        noise = await collect_noise(pair, requests, deadline_s=dl, paths=paths, firsts=firsts)
-    observations = []
-    for req in requests:
-        b = firsts.get(req.probe)
-        if b is None:
-            b = await pair.send(
-                pair.baseline, req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl
-            )
-        c = await pair.send(
-            pair.candidate,
-            req.api,
-            req.body,
-            gate=NAME,
-            probe=req.probe,
-            deadline_s=dl,
-            reference=b,
-        )
-        observations.append(Observation(req, b, c))
+    if noise is None:  # the baseline's first answers come with its noise floor
+        noise, observations = await _noise_and_candidate(pair, requests, opts, dl)
+    else:
+        observations = []
+        for req in requests:  # both sides, at once when the pair allows it
+            b, c = await pair.both(req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl)
+            observations.append(Observation(req, b, c))
     aligned: dict[str, float | None] = {}
     notes: dict[str, str] = {}
     texts: tuple[TextScore, ...] = ()
     if (opts.perplexity or opts.cross_scoring) and requests:
-        for ep in (pair.baseline, pair.candidate):
-            aligned[ep.name], notes[ep.name] = await alignment(pair, ep, dl)
+        by_side = await pair.sides(
+            lambda: alignment(pair, pair.baseline, dl), lambda: alignment(pair, pair.candidate, dl)
+        )
+        for ep, (value, note) in zip((pair.baseline, pair.candidate), by_side, strict=True):
+            aligned[ep.name], notes[ep.name] = value, note
     echo = all(aligned.get(ep.name) is not None for ep in (pair.baseline, pair.candidate))
     if opts.perplexity and echo:
         texts = await score_texts(pair, dl)
@@ -115,6 +107,37 @@ async def collect(
         notes,
         texts,
     )
+
+
+async def _noise_and_candidate(
+    pair: EndpointPair, requests: Sequence[ProbeRequest], opts: NumericsConfig, dl: float
+) -> tuple[NoiseFloor, list[Observation]]:
+    """The baseline's noise floor (its first answer to each probe among it) and the candidate's
+    answer to each probe: at the same time when the pair allows it, each candidate request's
+    deadline scaled to the baseline's first answer as it comes in."""
+    paths = PATHS if opts.measure_noise else ()
+    loop = asyncio.get_running_loop()
+    refs: dict[str, asyncio.Future[Completion]] = {r.probe: loop.create_future() for r in requests}
+
+    def first(probe: str, answer: Completion) -> None:
+        refs[probe].set_result(answer)
+
+    async def baseline() -> NoiseFloor:
+        return await collect_noise(pair, requests, deadline_s=dl, paths=paths, on_first=first)
+
+    async def candidate() -> list[Completion]:
+        return [
+            await pair.send_against(
+                pair.candidate, r.api, r.body, gate=NAME, probe=r.probe, deadline_s=dl,
+                reference=refs[r.probe],
+            )
+            for r in requests
+        ]  # fmt: skip
+
+    noise, answers = await pair.sides(baseline, candidate)
+    return noise, [
+        Observation(r, refs[r.probe].result(), c) for r, c in zip(requests, answers, strict=True)
+    ]
 
 
 async def _cross(pair: EndpointPair, obs: Observation, dl: float) -> Observation:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.protocol import Endpoint
@@ -13,6 +14,8 @@ from servegate.gates.recording import NullRecorder, Recorder, RecordingEndpoint
 from servegate.gates.startup_launch import LaunchEvidence
 
 Api = Literal["chat", "completions"]
+B = TypeVar("B")
+C = TypeVar("C")
 
 # A request whose first token differs from every chat template's first token, so that a server that
 # reuses the longest matching KV prefix (llama.cpp does) starts the next probe from scratch on both
@@ -58,6 +61,9 @@ class EndpointPair:
     timeout_factor: float = 3.0
     # What starting each managed side showed ("baseline", "candidate"); empty when none was.
     launches: Mapping[str, LaunchEvidence] = field(default_factory=dict)
+    # Serve baseline and candidate at the same time where a gate allows it (`at_once`): they are
+    # different servers. Off, or one server reached as both sides, they take turns.
+    sides_at_once: bool = True
     _timeouts_in_a_row: dict[str, int] = field(default_factory=dict)
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,18 +109,121 @@ class EndpointPair:
         deadline = scaled_deadline(deadline_s, reference, self.timeout_factor)
         attempts = 2 if reference is not None else 1
         for _ in range(attempts):
-            if self.isolate if isolate is None else isolate:
-                tagged = self.recording(endpoint, gate=gate, probe=f"{probe}:isolation")
-                await tagged.completion(self.body(ISOLATION_REQUEST), deadline_s=deadline)
-            call = endpoint.chat if api == "chat" else endpoint.completion
-            result = await call(body, deadline_s=deadline)
-            self._record(gate, probe, endpoint, api, body, result)
+            result = await self._attempt(endpoint, api, request, gate, probe, deadline, isolate)
             if not timed_out(result):
                 break
         hung = timed_out(result)
         self._timeouts_in_a_row[endpoint.name] = (
             self._timeouts_in_a_row.get(endpoint.name, 0) + 1 if hung else 0
         )
+        return result
+
+    @property
+    def at_once(self) -> bool:
+        """Whether the two sides may be served at the same time: never when they are one server
+        (then a side's request would run between the other's isolation and probe)."""
+        same = self.baseline is self.candidate or (
+            self.baseline.base_url.rstrip("/") == self.candidate.base_url.rstrip("/")
+        )
+        return self.sides_at_once and not same
+
+    async def sides(
+        self,
+        baseline: Callable[[], Coroutine[Any, Any, B]],
+        candidate: Callable[[], Coroutine[Any, Any, C]],
+    ) -> tuple[B, C]:
+        """The baseline's part of a probe and the candidate's: at the same time when `at_once`
+        (two servers can work at once), else the baseline's first. The candidate's part takes
+        the baseline's answers through futures (`send_against`)."""
+        if not self.at_once:
+            b = await baseline()
+            return b, await candidate()
+        try:
+            async with asyncio.TaskGroup() as group:
+                b_task, c_task = group.create_task(baseline()), group.create_task(candidate())
+        except BaseExceptionGroup as failed:
+            raise failed.exceptions[0] from None  # the same exception as one after the other
+        return b_task.result(), c_task.result()
+
+    async def send_against(
+        self,
+        endpoint: Endpoint,
+        api: Api,
+        request: Mapping[str, Any],
+        *,
+        gate: str,
+        probe: str,
+        deadline_s: float,
+        reference: asyncio.Future[Completion],
+        isolate: bool | None = None,
+    ) -> Completion:
+        """`send` with the baseline's answer as `reference`, whether it is in yet or not."""
+        if reference.done():
+            return await self.send(
+                endpoint, api, request, gate=gate, probe=probe, deadline_s=deadline_s,
+                isolate=isolate, reference=reference.result(),
+            )  # fmt: skip
+        return await self.send_beside(
+            endpoint, api, request, gate=gate, probe=probe, deadline_s=deadline_s,
+            reference=reference, isolate=isolate,
+        )  # fmt: skip
+
+    async def send_beside(
+        self,
+        endpoint: Endpoint,
+        api: Api,
+        request: Mapping[str, Any],
+        *,
+        gate: str,
+        probe: str,
+        deadline_s: float,
+        reference: Awaitable[Completion],
+        isolate: bool | None = None,
+    ) -> Completion:
+        """`send(..., reference=<the baseline's answer>)`, started before that answer is in.
+
+        The request goes out at once with the unscaled deadline, the floor of the scaled one.
+        Only when it times out is the baseline's answer awaited: if it scales the deadline up,
+        the cut-short attempt (recorded like any other) is sent again with the scaled deadline,
+        so a timeout is one only after the same time `send` would have waited, retried once."""
+        if self.hung(endpoint):
+            return await self.send(
+                endpoint, api, request, gate=gate, probe=probe, deadline_s=deadline_s
+            )
+        first = await self._attempt(endpoint, api, request, gate, probe, deadline_s, isolate)
+        if not timed_out(first):
+            self._timeouts_in_a_row[endpoint.name] = 0
+            return first
+        scaled = scaled_deadline(deadline_s, await reference, self.timeout_factor)
+        result = first
+        for _ in range(2 if scaled > deadline_s else 1):
+            result = await self._attempt(endpoint, api, request, gate, probe, scaled, isolate)
+            if not timed_out(result):
+                break
+        hung = timed_out(result)
+        self._timeouts_in_a_row[endpoint.name] = (
+            self._timeouts_in_a_row.get(endpoint.name, 0) + 1 if hung else 0
+        )
+        return result
+
+    async def _attempt(
+        self,
+        endpoint: Endpoint,
+        api: Api,
+        request: Mapping[str, Any],
+        gate: str,
+        probe: str,
+        deadline_s: float,
+        isolate: bool | None,
+    ) -> Completion:
+        """One attempt of `send`: the isolation request, then the request, recorded."""
+        body = self.body(request)
+        if self.isolate if isolate is None else isolate:
+            tagged = self.recording(endpoint, gate=gate, probe=f"{probe}:isolation")
+            await tagged.completion(self.body(ISOLATION_REQUEST), deadline_s=deadline_s)
+        call = endpoint.chat if api == "chat" else endpoint.completion
+        result = await call(body, deadline_s=deadline_s)
+        self._record(gate, probe, endpoint, api, body, result)
         return result
 
     def _record(
@@ -133,19 +242,21 @@ class EndpointPair:
     async def both(
         self, api: Api, request: Mapping[str, Any], *, gate: str, probe: str, deadline_s: float
     ) -> tuple[Completion, Completion]:
-        """The same request to baseline then candidate, one after the other: sequential so neither
-        side's timing is disturbed by the other on a shared host. The candidate's deadline is
-        scaled to the baseline's latency."""
-        b = await self.send(
-            self.baseline, api, request, gate=gate, probe=probe, deadline_s=deadline_s
-        )
-        c = await self.send(
-            self.candidate,
-            api,
-            request,
-            gate=gate,
-            probe=probe,
-            deadline_s=deadline_s,
-            reference=b,
-        )
-        return b, c
+        """The same request to baseline and candidate (at once when `at_once`); the candidate's
+        deadline is scaled to the baseline's latency."""
+        reference: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+
+        async def baseline() -> Completion:
+            b = await self.send(
+                self.baseline, api, request, gate=gate, probe=probe, deadline_s=deadline_s
+            )
+            reference.set_result(b)
+            return b
+
+        async def candidate() -> Completion:
+            return await self.send_against(
+                self.candidate, api, request, gate=gate, probe=probe, deadline_s=deadline_s,
+                reference=reference,
+            )  # fmt: skip
+
+        return await self.sides(baseline, candidate)

@@ -4,12 +4,14 @@ The load comes from `servegate.load` (the generator behind `servegate bench`): c
 of greedy synthetic requests, interleaved between the sides (performance_plan.py). Every request
 is recorded and every answer checked. `evaluate` (performance_judgement.py) compares TTFT, TPOT
 and E2EL P95, output throughput and error rate with a Mann-Whitney test plus an effect band and
-a bootstrap interval of the ratio, and compares each side's answers under load with the same
+a bootstrap interval of the ratio — widened by the baseline's own A/A deviation when a baseline
+replica ran the same blocks — and compares each side's answers under load with the same
 prompts answered alone, the baseline's own disagreement being the noise floor.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from servegate.config.models import GateConfig
@@ -18,6 +20,8 @@ from servegate.gates.pair import EndpointPair
 from servegate.gates.performance_judgement import evaluate
 from servegate.gates.performance_plan import (
     NAME,
+    REPLICA,
+    SIDES,
     AloneAnswer,
     Block,
     PerformanceEvidence,
@@ -56,14 +60,16 @@ async def collect(
     arrival = closed_loop(settings.concurrency)
     dl = cfg.request_deadline_s
     sides: dict[str, Endpoint] = {"baseline": pair.baseline, "candidate": pair.candidate}
+    if pair.replica is not None:
+        sides[REPLICA] = pair.replica
     stopped: dict[str, str] = {
         name: f"not sent: {name} was hung before this gate"
         for name, ep in sides.items()
         if pair.hung(ep)
     }
-    order = block_order(settings.blocks)
+    order = block_order(settings.blocks, replica=pair.replica is not None)
     alone_n = min(settings.isolated_prompts, settings.requests_per_block)
-    total, done = len(order) + 2 + 2 * alone_n, 0
+    total, done = len(order) + len(sides) + len(SIDES) * alone_n, 0
 
     def step(label: str) -> None:
         nonlocal done
@@ -71,16 +77,24 @@ async def collect(
         if progress is not None:
             progress(done, total, label)
 
-    warmup: dict[str, StepEvidence | None] = {}
     count = warmup_count(settings)
-    for name, ep in sides.items():
-        warmup[name] = None
+
+    async def warm(name: str) -> StepEvidence | None:
+        """Not measured: the sides warm up at the same time when the pair allows it."""
+        got = None
         if count and name not in stopped:
-            tagged = pair.recording(ep, gate=NAME, probe="load:warmup")
-            warmup[name] = await run_step(
+            tagged = pair.recording(sides[name], gate=NAME, probe="load:warmup")
+            got = await run_step(
                 tagged, source, arrival, block_bounds(settings, count, dl), first_index=0
             )
         step(f"{name} warm-up")
+        return got
+
+    if pair.at_once:
+        warmed = await asyncio.gather(*(warm(name) for name in sides))
+    else:
+        warmed = [await warm(name) for name in sides]
+    warmup: dict[str, StepEvidence | None] = dict(zip(sides, warmed, strict=True))
     blocks: list[Block] = []
     for name, k in order:
         if name in stopped:
@@ -103,17 +117,32 @@ async def collect(
             if _all_timed_out(evidence):
                 stopped[name] = f"not sent: every request of {name} block {k} timed out"
         step(f"{name} block {k}")
-    alone: dict[str, list[AloneAnswer]] = {name: [] for name in sides}
+    # The replica's part is the A/A floor of the timings; agreement under load has its own floor
+    # (the baseline alone vs under load), so the replica answers nothing alone.
     first = first_index(settings, 0)
-    for index in range(first, first + alone_n):
-        item = source(index)
-        for name, ep in sides.items():
+
+    async def alone_on(name: str) -> list[AloneAnswer]:
+        """Each prompt alone on one side (the sides at the same time when the pair allows it:
+        they are different servers, and each request is isolated on its own)."""
+        out = []
+        for index in range(first, first + alone_n):
+            item = source(index)
             if name not in stopped:
                 answer = await pair.send(
-                    ep, item.api, item.body, gate=NAME, probe=f"alone:{item.label}", deadline_s=dl
-                )
-                alone[name].append(AloneAnswer(index, item, answer))
+                    sides[name], item.api, item.body, gate=NAME, probe=f"alone:{item.label}",
+                    deadline_s=dl,
+                )  # fmt: skip
+                out.append(AloneAnswer(index, item, answer))
             step(f"{name} alone {index}")
+        return out
+
+    alone = dict(
+        zip(
+            SIDES,
+            await pair.sides(lambda: alone_on(SIDES[0]), lambda: alone_on(SIDES[1])),
+            strict=True,
+        )
+    )
     return PerformanceEvidence(
         settings=settings,
         workload=spec,
@@ -123,4 +152,5 @@ async def collect(
         baseline_url=pair.baseline.base_url,
         candidate_url=pair.candidate.base_url,
         model=pair.model,
+        replica_url=None if pair.replica is None else pair.replica.base_url,
     )

@@ -7,7 +7,11 @@ comparison is the load block, not the request: requests of one block share the m
 one block disturbed by another process moves a block statistic once instead of making ten
 "independent" slow requests (measured: clean vs clean on the reference engine failed 2 runs of 3
 when latencies were tested per request, RESULTS.md). Too few samples is *not measured*, never a
-pass: TTFT, E2EL and the error rate are core, so the gate is then inconclusive. Answers under load
+pass: TTFT, E2EL and the error rate are core, so the gate is then inconclusive. With a baseline
+replica measured in the same blocks, each limit widens by the baseline's own deviation from its
+replica (the A/A floor, `performance_aa_k`): two identical processes on a shared machine can differ
+for a whole run, and the candidate's ratio carries that difference too. Without one the report
+says the floor is not measured. Answers under load
 are checked twice: by the load checks (paired with the baseline's answer to the same request), and
 against the same prompt answered alone, judged against the baseline's own disagreement (the noise
 floor).
@@ -16,11 +20,13 @@ floor).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from math import comb, isfinite
 
 from servegate.config.models import Policy
 from servegate.gates.performance_plan import (
     NAME,
+    REPLICA,
     SIDES,
     Block,
     PerformanceEvidence,
@@ -41,6 +47,7 @@ __all__ = ["evaluate"]
 
 # Fixed seeds: the same samples give the same interval on any machine.
 SEEDS = {"ttft_ms": 1, "tpot_ms": 2, "e2el_ms": 3, "output_tokens_per_s": 4}
+AA_SEED_OFFSET = 10  # the A/A interval's seed: the metric's own + this
 LATENCIES = (  # (metric, title, Performance Report row, core)
     ("ttft_ms", "TTFT P95, candidate / baseline", "TTFT P95", True),
     ("tpot_ms", "TPOT P95, candidate / baseline", "TPOT P95", False),
@@ -85,8 +92,78 @@ def _too_few_blocks(nb: int, nc: int, alpha: float, change: str) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class AAFloor:
+    """The baseline against its replica for one metric: how far one baseline process is from
+    another in the same blocks, and the factor by which that widens the candidate's limit."""
+
+    ratio: float | None  # replica / baseline of the compared statistic; None: not measured
+    interval: RatioInterval | None
+    widen: float  # 1 + k·d, d = max(r, 1/r) − 1; 1.0 when not measured
+    why_not: str = ""  # why the floor is not measured
+
+    @property
+    def deviation(self) -> float | None:
+        r = self.ratio
+        if r is None or not isfinite(r) or r <= 0:
+            return None
+        return max(r, 1 / r) - 1
+
+    def text(self) -> str:
+        """What the report prints beside the limit."""
+        if self.ratio is None:
+            return f"A/A floor not measured ({self.why_not})"
+        ci = "-" if self.interval is None else _interval(self.interval)
+        return (
+            f"A/A floor: replica / baseline {_x(self.ratio)} (CI {ci}) in the same blocks, "
+            f"limit widened {self.widen:.2f}× (performance_aa_k)"
+        )
+
+    def details(self) -> dict[str, object]:
+        ci = self.interval
+        return {
+            "ratio": self.ratio,
+            "low": None if ci is None else ci.low,
+            "high": None if ci is None else ci.high,
+            "deviation": self.deviation,
+            "widen": self.widen,
+            "not_measured": self.why_not or None,
+        }
+
+
+NO_REPLICA = "no --baseline-replica"
+
+
+def aa_floor(metric: str, b: Sequence[float], r: Sequence[float] | None, policy: Policy) -> AAFloor:
+    """The A/A floor of one metric from the baseline's and the replica's block values (block
+    P95s or block rates); not measured without a replica or with fewer than 2 blocks of it."""
+    if r is None:
+        return AAFloor(None, None, 1.0, NO_REPLICA)
+    if len(b) < 2 or len(r) < 2:
+        return AAFloor(None, None, 1.0, f"blocks: baseline {len(b)}, replica {len(r)}; need 2")
+    med_b = DistributionSummary.from_values(b).p50
+    med_r = DistributionSummary.from_values(r).p50
+    assert med_b is not None
+    assert med_r is not None
+    if med_b <= 0 or med_r <= 0:
+        return AAFloor(None, None, 1.0, "a median of 0 has no ratio")
+    ratio = med_r / med_b
+    ci = quantile_ratio_interval(
+        b, r, quantile=0.5, seed=SEEDS[metric] + AA_SEED_OFFSET, min_samples=2
+    )
+    d = max(ratio, 1 / ratio) - 1
+    return AAFloor(ratio, ci, 1 + policy.performance_aa_k * d)
+
+
 def _latency(
-    metric: str, title: str, row: str, core: bool, b: SideLoad, c: SideLoad, policy: Policy
+    metric: str,
+    title: str,
+    row: str,
+    core: bool,
+    b: SideLoad,
+    c: SideLoad,
+    r: SideLoad | None,
+    policy: Policy,
 ) -> Check:
     """Judged per block, the unit that is independent: requests of one block share the
     machine's state (another process on a shared core slows all of them), so a test over
@@ -102,12 +179,14 @@ def _latency(
     few = _too_few_blocks(len(bb), len(cb), alpha, "rise")
     if few is not None:
         return not_measured(metric, title, few, core=core, row=row)
+    floor = aa_floor(metric, bb, None if r is None else r.block_p95s(metric), policy)
+    widened = (1 + allowed) * floor.widen - 1
     cls = classify(
         metric,
         bb,
         cb,
         direction="increase",
-        allowed_increase=allowed,
+        allowed_increase=widened,
         statistic="p50",
         alpha=alpha,
         min_samples=2,
@@ -124,15 +203,44 @@ def _latency(
         candidate=f"{_num(next(pooled), 'ms')} (median block {_num(next(block), 'ms')})",
         ratio=_x(cls.ratio),
         interval=_interval(ci),
-        limit=f"median block P95 ≤ {1 + allowed:.2f}× unless not significant (p < {alpha:g})",
+        limit=f"median block P95 ≤ {_band(1 + allowed, floor)} unless not significant "
+        f"(p < {alpha:g}); {floor.text()}",
         policy_key="p95_latency_regression_max",
         core=core,
         row=row,
-        reason="median block P95: " + _reason(cls, ci, f"allowed {1 + allowed:.2f}×"),
+        reason="median block P95: "
+        + _reason(cls, ci, f"allowed {_band(1 + allowed, floor)}")
+        + _inside_floor(cls, 1 + allowed, floor, alpha),
     )
 
 
-def _throughput(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
+def _band(limit: float, floor: AAFloor) -> str:
+    """The policy's limit, and what the A/A floor widened it to."""
+    if floor.ratio is None:
+        return f"{limit:.2f}×"
+    if limit >= 1:
+        return f"{limit:.2f}× × A/A {floor.widen:.2f} = {limit * floor.widen:.2f}×"
+    return f"{limit:.2f}× ÷ A/A {floor.widen:.2f} = {limit / floor.widen:.2f}×"
+
+
+def _inside_floor(cls: MetricClassification, limit: float, floor: AAFloor, alpha: float) -> str:
+    """Said when a ratio beyond the policy's own limit passed only because of the A/A floor
+    (significant, so the test alone would not have passed it)."""
+    ratio, p = cls.ratio, cls.p_value
+    if cls.classification is not Classification.PASS or ratio is None or floor.ratio is None:
+        return ""
+    if p is None or p >= alpha:
+        return ""
+    beyond = ratio > limit if limit >= 1 else ratio < limit
+    if not beyond:
+        return ""
+    return (
+        f"; beyond {limit:.2f}× but inside the A/A floor (the replica is "
+        f"{_x(floor.ratio)} the baseline in the same blocks)"
+    )
+
+
+def _throughput(b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy) -> Check:
     metric, title, row = (
         "output_tokens_per_s",
         "output tokens/s, candidate / baseline",
@@ -143,12 +251,14 @@ def _throughput(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
     few = _too_few_blocks(len(bv), len(cv), alpha, "drop")
     if few is not None:
         return not_measured(metric, title, few, row=row)
+    floor = aa_floor(metric, bv, None if r is None else r.block_rates, policy)
+    widened = 1 - (1 - allowed) / floor.widen
     cls = classify(
         metric,
         bv,
         cv,
         direction="decrease",
-        allowed_decrease=allowed,
+        allowed_decrease=widened,
         statistic="p50",
         alpha=alpha,
         min_samples=2,
@@ -163,10 +273,13 @@ def _throughput(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
         candidate=_num(next(med), "tok/s"),
         ratio=_x(cls.ratio),
         interval=_interval(ci),
-        limit=f"≥ {1 - allowed:.2f}× unless not significant (p < {alpha:g})",
+        limit=f"≥ {_band(1 - allowed, floor)} unless not significant (p < {alpha:g}); "
+        + floor.text(),
         policy_key="throughput_drop_max",
         row=row,
-        reason="median block: " + _reason(cls, ci, f"allowed {1 - allowed:.2f}×"),
+        reason="median block: "
+        + _reason(cls, ci, f"allowed {_band(1 - allowed, floor)}")
+        + _inside_floor(cls, 1 - allowed, floor, alpha),
     )
 
 
@@ -208,6 +321,21 @@ def _metrics(sides: Sequence[SideLoad]) -> dict[str, MetricValue]:
     return out
 
 
+def _floor_details(b: SideLoad, r: SideLoad | None, policy: Policy) -> dict[str, object]:
+    """Each metric's A/A floor as judged, for the JSON report."""
+    out: dict[str, object] = {
+        metric: aa_floor(
+            metric, b.block_p95s(metric), None if r is None else r.block_p95s(metric), policy
+        ).details()
+        for metric, *_ in LATENCIES
+    }
+    rates = None if r is None else r.block_rates
+    out["output_tokens_per_s"] = aa_floor(
+        "output_tokens_per_s", b.block_rates, rates, policy
+    ).details()
+    return out
+
+
 def _block_detail(blk: Block) -> dict[str, object]:
     """One block as run: what was sent and, per latency, the P95 the judgement compares."""
     step = blk.step
@@ -246,8 +374,9 @@ def _server_values(servers: dict[str, ServerMetrics | None]) -> dict[str, Metric
 def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
     """Judge the load run: latencies, throughput, errors, load checks, agreement under load."""
     b, c = (side_load(ev, name) for name in SIDES)
-    checks = [_latency(*spec, b, c, policy) for spec in LATENCIES]
-    checks += [_throughput(b, c, policy), _errors(b, c, policy), load_checks(ev, b, c, policy)]
+    r = side_load(ev, REPLICA) if ev.replica_url is not None else None
+    checks = [_latency(*spec, b, c, r, policy) for spec in LATENCIES]
+    checks += [_throughput(b, c, r, policy), _errors(b, c, policy), load_checks(ev, b, c, policy)]
     agreement, findings = agreement_under_load(ev, b, c, policy)
     checks.append(agreement)
     findings += [
@@ -264,7 +393,7 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
         for ch in checks
         if ch.outcome is Outcome.FAIL and ch.name != "agreement_under_load"
     ]
-    for s in (b, c):
+    for s in (b, c) if r is None else (b, c, r):
         findings += [
             Finding(
                 probe="load", category="hung", severity=Severity.MAJOR, side=s.name, message=why
@@ -290,8 +419,9 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
         "settings": ev.settings.model_dump(mode="json"),
         "workload": ev.workload.model_dump(mode="json"),
         "blocks": [_block_detail(blk) for blk in ev.blocks],
+        "aa_floor": _floor_details(b, r, policy),
     }
-    metrics = _metrics((b, c)) | _server_values(servers)
+    metrics = _metrics((b, c) if r is None else (b, c, r)) | _server_values(servers)
     return gate_result(
         NAME, checks, strict=strict, findings=findings, metrics=metrics, details=details
     )

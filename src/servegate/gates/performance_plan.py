@@ -4,8 +4,11 @@ Both sides get the same synthetic temperature-0 requests: request i of a run is 
 either side (`servegate.load.workload`), warm-up first (indices 0…W-1, not measured), then block
 k on each side sends indices W + k·R … W + (k+1)·R − 1 at a fixed closed-loop concurrency. Blocks
 alternate sides in A B, B A, A B, … order, so a drift of the shared machine that grows or shrinks
-over the run falls on both sides alike. The first block's prompts are then answered alone, one at
-a time, by each side: the reference for correctness under load.
+over the run falls on both sides alike. With a baseline replica (a second baseline server) it runs
+the same blocks as a third side, every order of the three taking its turn: the baseline against
+its replica is the A/A floor of each metric, measured on the same machine at the same times. The
+first block's prompts are then answered alone, one at a time, by baseline and candidate: the
+reference for correctness under load.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from servegate.stats.distribution import DistributionSummary
 
 __all__ = [
     "NAME",
+    "REPLICA",
     "SIDES",
     "AloneAnswer",
     "Block",
@@ -40,6 +44,10 @@ __all__ = [
 
 NAME = "performance"
 SIDES = ("baseline", "candidate")
+REPLICA = "replica"
+# The six orders of three sides, each side first, second and third twice, and each order's
+# mirror next to it, so six blocks cancel a drift that grows or shrinks over the run.
+_ORDERS3 = ((0, 1, 2), (2, 1, 0), (1, 2, 0), (0, 2, 1), (2, 0, 1), (1, 0, 2))
 
 
 def workload(settings: PerformanceConfig) -> SyntheticWorkload:
@@ -61,10 +69,15 @@ def first_index(settings: PerformanceConfig, block: int) -> int:
     return warmup_count(settings) + block * settings.requests_per_block
 
 
-def block_order(blocks: int) -> tuple[tuple[str, int], ...]:
-    """(side, block) in the order they run: A B, B A, A B, … (each pair counterbalanced)."""
+def block_order(blocks: int, *, replica: bool = False) -> tuple[tuple[str, int], ...]:
+    """(side, block) in the order they run: A B, B A, A B, … (each pair counterbalanced); with
+    a replica, the six orders of baseline, candidate and replica in turn."""
     order: list[tuple[str, int]] = []
     for k in range(blocks):
+        if replica:
+            sides = (*SIDES, REPLICA)
+            order += [(sides[i], k) for i in _ORDERS3[k % len(_ORDERS3)]]
+            continue
         first, second = SIDES if k % 2 == 0 else SIDES[::-1]
         order += [(first, k), (second, k)]
     return tuple(order)
@@ -108,6 +121,7 @@ class PerformanceEvidence:
     baseline_url: str
     candidate_url: str
     model: str | None
+    replica_url: str | None = None  # a second baseline server ran the same blocks (A/A floor)
 
     def side_blocks(self, side: str) -> list[StepEvidence]:
         """The measured blocks of `side` that were sent, by block number."""

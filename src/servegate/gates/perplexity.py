@@ -106,19 +106,13 @@ class TextScore:
 async def score_texts(
     pair: EndpointPair, deadline_s: float, texts: Sequence[tuple[str, str]] | None = None
 ) -> tuple[TextScore, ...]:
-    """Echo every reference text on the baseline, then on the candidate."""
+    """Echo every reference text on the baseline and on the candidate (at once when the pair
+    allows it)."""
     out = []
     for text_id, text in reference_texts() if texts is None else texts:
         probe = f"perplexity:{text_id}"
-        b = await _send(pair, pair.baseline, echo_body(text), probe, deadline_s)
-        c = await pair.send(
-            pair.candidate,
-            "completions",
-            echo_body(text),
-            gate=NAME,
-            probe=probe,
-            deadline_s=deadline_s,
-            reference=b,
+        b, c = await pair.both(
+            "completions", echo_body(text), gate=NAME, probe=probe, deadline_s=deadline_s
         )
         out.append(TextScore(text_id, b, c))
     return tuple(out)
@@ -226,9 +220,15 @@ async def cross_score(
         r = await _send(pair, ep, echo_body(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
         return tail_nll(r.prompt_logprobs, text) if r.ok else None
 
+    async def on(ep: Endpoint, own: str, other: str) -> tuple[float | None, float | None]:
+        return await by(ep, own), await by(ep, other)
+
+    (bb, bc), (cc, cb) = await pair.sides(
+        lambda: on(pair.baseline, b_text, c_text), lambda: on(pair.candidate, c_text, b_text)
+    )
     return CrossScore(
-        baseline_on_baseline=await by(pair.baseline, b_text),
-        baseline_on_candidate=await by(pair.baseline, c_text),
-        candidate_on_candidate=await by(pair.candidate, c_text),
-        candidate_on_baseline=await by(pair.candidate, b_text),
+        baseline_on_baseline=bb,
+        baseline_on_candidate=bc,
+        candidate_on_candidate=cc,
+        candidate_on_baseline=cb,
     )

@@ -98,11 +98,13 @@ def _evidence(
     requests: int = 12,
     blocks: int = 4,
     servers: dict[str, ServerEvidence] | None = None,
+    replica: Side | None = None,
 ) -> PerformanceEvidence:
     sides = {"baseline": baseline, "candidate": candidate}
+    every = sides if replica is None else {**sides, "replica": replica}
     run = tuple(
-        Block(name, k, _block(sides[name], k, requests, (servers or {}).get(name)))
-        for name, k in block_order(blocks)
+        Block(name, k, _block(every[name], k, requests, (servers or {}).get(name)))
+        for name, k in block_order(blocks, replica=replica is not None)
     )  # fmt: skip
     first = first_index(SETTINGS, 0)
     alone = {
@@ -116,6 +118,7 @@ def _evidence(
         settings=SETTINGS, workload=workload(SETTINGS), blocks=run,
         warmup={"baseline": None, "candidate": None}, alone=alone,
         baseline_url="http://b/v1", candidate_url="http://c/v1", model="m",
+        replica_url=None if replica is None else "http://r/v1",
     )  # fmt: skip
 
 
@@ -276,3 +279,68 @@ def test_a_server_without_metrics_is_one_not_measured_row() -> None:
         "not measured: GET /metrics answered HTTP 404",
     )
     assert performance_evidence([evaluate(_evidence(Side(1), Side(2)), Policy())]) == ()
+
+
+def _limit(result: GateResult, name: str) -> str:
+    return next(c.limit for c in result.checks if c.name == name)
+
+
+def test_without_a_replica_the_report_says_the_aa_floor_is_not_measured() -> None:
+    result = evaluate(_evidence(Side(1), Side(2)), Policy())
+    for name in ("ttft_ms", "tpot_ms", "e2el_ms", "output_tokens_per_s"):
+        assert "A/A floor not measured (no --baseline-replica)" in _limit(result, name), name
+    assert result.details["aa_floor"]["ttft_ms"]["not_measured"] == "no --baseline-replica"
+    assert "replica_requests" not in result.metrics
+
+
+def test_a_baseline_process_faster_than_its_replica_widens_the_band_for_a_clean_candidate() -> None:
+    # The measured false alarm (RESULTS.md): the baseline process ran ~1.26x faster than two
+    # identical ones for a whole run. Alone, the candidate's 1.26x is a significant regression.
+    clean = Side(2, scale=1.26)
+    assert evaluate(_evidence(Side(1), clean, blocks=6), Policy()).status is Status.FAIL
+    result = evaluate(_evidence(Side(1), clean, blocks=6, replica=Side(3, scale=1.26)), Policy())
+    assert result.status is Status.PASS, result.summary
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert "A/A floor: replica / baseline 1.2" in ttft.limit
+    assert "inside the A/A floor" in ttft.reason
+    floor = result.details["aa_floor"]["ttft_ms"]
+    assert floor["ratio"] == pytest.approx(1.26, abs=0.06)
+    assert floor["widen"] == pytest.approx(1 + floor["deviation"])
+    assert result.metrics["replica_requests"] == 6 * 12
+    # A replica slower or faster than the baseline widens alike: either process may be the odd one.
+    faster = _evidence(Side(1), clean, blocks=6, replica=Side(3, scale=1 / 1.26))
+    assert evaluate(faster, Policy()).status is Status.PASS
+
+
+def test_a_real_regression_still_fails_beyond_a_disturbed_aa_floor() -> None:
+    ev = _evidence(Side(1), Side(2, scale=2.0), blocks=6, replica=Side(3, scale=1.26))
+    result = evaluate(ev, Policy())
+    assert result.status is Status.FAIL
+    for name in ("ttft_ms", "e2el_ms", "output_tokens_per_s"):
+        assert _check(result, name) is Outcome.FAIL, name
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert "1.20× × A/A 1.2" in ttft.limit
+    assert "Mann-Whitney" in ttft.reason
+
+
+def test_a_quiet_replica_barely_widens_and_a_30_percent_regression_fails() -> None:
+    ev = _evidence(Side(1), Side(2, scale=1.3), blocks=6, replica=Side(3))
+    result = evaluate(ev, Policy())
+    assert _check(result, "ttft_ms") is Outcome.FAIL
+    assert result.details["aa_floor"]["ttft_ms"]["widen"] < 1.06
+
+
+def test_performance_aa_k_zero_keeps_the_policy_limit_with_a_replica() -> None:
+    ev = _evidence(Side(1), Side(2, scale=1.26), blocks=6, replica=Side(3, scale=1.26))
+    result = evaluate(ev, Policy(performance_aa_k=0.0))
+    assert _check(result, "ttft_ms") is Outcome.FAIL
+
+
+def test_with_a_replica_each_side_takes_each_place_in_the_order_equally_often() -> None:
+    order = block_order(6, replica=True)
+    assert len(order) == 18
+    for k in range(6):
+        assert {side for side, n in order if n == k} == {"baseline", "candidate", "replica"}
+    places = [[side for side, n in order if n == k] for k in range(6)]
+    for side in ("baseline", "candidate", "replica"):
+        assert sorted(p.index(side) for p in places) == [0, 0, 1, 1, 2, 2], side
