@@ -117,9 +117,10 @@ async def _stream_usage(
     if r.error is not None:
         return _failed("stream_usage", r)
     ok = r.usage is not None and r.usage.completion_tokens is not None
-    return Capability(
-        "stream_usage", ok, "usage chunk present" if ok else "no usage chunk in stream"
-    )
+    detail = "usage chunk present" if ok else "no usage chunk in stream"
+    if "no_done_after_finish" in r.flags:
+        detail += "; the stream ends after its finish_reason without data: [DONE]"
+    return Capability("stream_usage", ok, detail)
 
 
 async def _tools(
