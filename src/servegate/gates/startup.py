@@ -275,6 +275,8 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
         "candidate_impossible_ms": round(c.impossible_ms, 1),
         "baseline_impossible_status": b.impossible.status,
         "candidate_impossible_status": c.impossible.status,
+        # After hanging on the over-long prompt: until a 1-token completion was answered again.
+        "candidate_impossible_recovered_ms": c.recovered_ms,
         **launch_metrics(ev.baseline_launch, ev.candidate_launch),
     }
     details = {
