@@ -218,9 +218,17 @@ def tail_nll(entries: Sequence[TokenLogprob | None] | None, text: str) -> float 
 
 
 async def cross_score(
-    pair: EndpointPair, probe: str, prompt: str, b_text: str, c_text: str, deadline_s: float
+    pair: EndpointPair,
+    probe: str,
+    prompt: str,
+    b_text: str,
+    c_text: str,
+    deadline_s: float,
+    *,
+    candidate_scores: bool = True,
 ) -> CrossScore:
-    """Both greedy texts, after the probe's prompt, scored by both sides."""
+    """Both greedy texts, after the probe's prompt, scored by both sides (by the baseline only
+    when `candidate_scores` is false: a candidate without echo logprobs has nothing to say)."""
 
     async def by(ep: Endpoint, text: str) -> float | None:
         r = await _send(pair, ep, echo_body(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
@@ -229,6 +237,6 @@ async def cross_score(
     return CrossScore(
         baseline_on_baseline=await by(pair.baseline, b_text),
         baseline_on_candidate=await by(pair.baseline, c_text),
-        candidate_on_candidate=await by(pair.candidate, c_text),
-        candidate_on_baseline=await by(pair.candidate, b_text),
+        candidate_on_candidate=await by(pair.candidate, c_text) if candidate_scores else None,
+        candidate_on_baseline=await by(pair.candidate, b_text) if candidate_scores else None,
     )
