@@ -158,6 +158,7 @@ def test_the_migration_to_transformers_serve_fails_gate_1_with_every_difference_
         "timeout",
         "critical",
     )
-    assert impossible["baseline_excerpt"].startswith("rejected")
+    assert impossible["baseline_excerpt"].startswith("[rejected] HTTP 400: This model's maximum")
     assert "kept computing the abandoned request" in impossible["message"], impossible
-    assert startup["metrics"]["candidate_impossible_recovered_ms"] > 60_000  # ~590 s measured
+    # Measured: 587 s (probe deadline 60 s) and 316 s (180 s) after servegate gave up.
+    assert startup["metrics"]["candidate_impossible_recovered_ms"] > 60_000
