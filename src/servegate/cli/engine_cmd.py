@@ -158,3 +158,52 @@ def variants() -> None:
     click.echo("faults (--fault):")
     for name, spec in FAULTS.items():
         click.echo(f"  {name:<17} {spec.description}")
+
+
+@engine.command()
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(["transformers"]),
+    required=True,
+    help="The engine whose model format to write.",
+)
+@click.option(
+    "--gguf",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Default: the shipped SmolLM2 GGUF.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Default: $XDG_CACHE_HOME/servegate/transformers (~/.cache/…).",
+)
+@click.option(
+    "--python",
+    "python",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The interpreter with torch and transformers. Default: .venv-transformers/bin/python "
+    "when it exists (bash scripts/setup.sh transformers), else this one.",
+)
+def convert(target: str, gguf: Path | None, cache_dir: Path | None, python: Path | None) -> None:
+    """Convert the GGUF once for `transformers serve`; print the model folder (cached)."""
+    import subprocess
+    import sys
+
+    if python is None:
+        local = Path(".venv-transformers/bin/python")
+        python = local if local.exists() else Path(sys.executable)
+    argv = [str(python), "-m", "servegate.engine.transformers_model", "convert"]
+    if gguf is not None:
+        argv += ["--gguf", str(gguf.resolve())]
+    if cache_dir is not None:
+        argv += ["--cache-dir", str(cache_dir.resolve())]
+    try:
+        done = subprocess.run(argv, check=False)
+    except OSError as exc:
+        fail(f"--python {python}: {exc.strerror}", 2)
+    if done.returncode != 0:
+        sys.exit(done.returncode)

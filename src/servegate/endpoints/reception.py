@@ -154,6 +154,13 @@ class CompletionReception:
             self._draft.flags.add("keepalive_comments")
         if not assembler.done:
             recorder.done_ns = arrival
+            if self._draft.finish_reason is not None and "unterminated_event" not in (
+                self._draft.flags
+            ):
+                # The answer ended (finish_reason sent) and the body closed at an event boundary:
+                # a server that never sends the terminator (transformers serve 5.24), not a cut.
+                self._draft.flags.add("no_done_after_finish")
+                return
             raise FaultError(
                 ErrorCategory.TRUNCATED,
                 f"stream closed after {assembler.events} events without [DONE]",

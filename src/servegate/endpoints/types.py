@@ -88,7 +88,8 @@ class Completion:
     model: str | None = None
     timing: Timing = field(default_factory=lambda: Timing(sent_ns=0))
     error: RequestError | None = None
-    flags: tuple[str, ...] = ()  # e.g. "buffered_stream", "usage_missing", "surrogates_cleaned"
+    # e.g. "buffered_stream", "usage_missing", "surrogates_cleaned", "no_done_after_finish"
+    flags: tuple[str, ...] = ()
     raw: dict[str, Any] | None = None  # the non-streamed body, for evidence
     attempts: int = 1  # HTTP attempts made (retries of infra failures, 429 and 503 included)
     waited_s: float = 0.0  # time spent waiting between attempts

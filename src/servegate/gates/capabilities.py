@@ -117,9 +117,10 @@ async def _stream_usage(
     if r.error is not None:
         return _failed("stream_usage", r)
     ok = r.usage is not None and r.usage.completion_tokens is not None
-    return Capability(
-        "stream_usage", ok, "usage chunk present" if ok else "no usage chunk in stream"
-    )
+    detail = "usage chunk present" if ok else "no usage chunk in stream"
+    if "no_done_after_finish" in r.flags:
+        detail += "; the stream ends after its finish_reason without data: [DONE]"
+    return Capability("stream_usage", ok, detail)
 
 
 async def _tools(
@@ -234,9 +235,22 @@ async def _seed(
     if second.error is not None:
         return _failed("seed", second)
     same = first.text == second.text
-    return Capability(
-        "seed", same, "same seed, same sample" if same else "same seed gave different samples"
-    )
+    if not same:
+        return Capability("seed", False, "same seed gave different samples")
+    # The same text twice proves a seed only if another seed gives another text: a server that
+    # does not sample at all (transformers serve 5.24 ignores `temperature`) repeats itself too.
+    await ep.completion(body(ISOLATION_REQUEST), deadline_s=dl)
+    other = await ep.chat(body({**request, "seed": 4321}), deadline_s=dl)
+    if other.error is not None:
+        return _failed("seed", other)
+    if other.text == first.text:
+        return Capability(
+            "seed",
+            None,
+            "seeds 1234 and 4321 gave the same text at temperature 1: the server does not "
+            "sample, so a seed cannot be judged",
+        )
+    return Capability("seed", True, "same seed, same sample; another seed, another sample")
 
 
 def _raw_prober(name: str, path: str) -> Prober:

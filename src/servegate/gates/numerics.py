@@ -95,8 +95,10 @@ async def collect(
     echo = all(aligned.get(ep.name) is not None for ep in (pair.baseline, pair.candidate))
     if opts.perplexity and echo:
         texts = await score_texts(pair, dl)
-    if opts.cross_scoring and echo:
-        observations = [await _cross(pair, o, dl) for o in observations]
+    # The candidate's divergent text scored by the baseline needs only the baseline's echo: a
+    # candidate that returns no logprobs (transformers serve) is still judged on what it said.
+    if opts.cross_scoring and aligned.get(pair.baseline.name) is not None:
+        observations = [await _cross(pair, o, dl, candidate_scores=echo) for o in observations]
     return NumericsEvidence(
         tuple(observations),
         noise,
@@ -140,9 +142,14 @@ async def _noise_and_candidate(
     ]
 
 
-async def _cross(pair: EndpointPair, obs: Observation, dl: float) -> Observation:
+async def _cross(
+    pair: EndpointPair, obs: Observation, dl: float, *, candidate_scores: bool
+) -> Observation:
     b, c = obs.baseline, obs.candidate
     if not (b.ok and c.ok and b.text and c.text) or b.text == c.text:
         return obs
-    score = await cross_score(pair, obs.request.probe, _prompt_of(obs.request), b.text, c.text, dl)
+    prompt = _prompt_of(obs.request)
+    score = await cross_score(
+        pair, obs.request.probe, prompt, b.text, c.text, dl, candidate_scores=candidate_scores
+    )
     return Observation(obs.request, b, c, score)

@@ -298,13 +298,23 @@ def _cross_check(
         for o, x in excess
         if x > limit
     ]
+    diverged = [
+        o.request.probe
+        for o in ev.observations
+        if o.baseline.ok and o.candidate.ok and o.baseline.text != o.candidate.text
+    ]
     why = (
         "no greedy answer diverged: nothing to cross-score"
-        if not crossed
+        if not crossed and not diverged
         else "echo scores missing for the divergent answers"
     )
     if not crossed and ev.alignment_nats.get("baseline") is None:
         why = "the baseline returned no echo logprobs"
+        if diverged:
+            why = (
+                f"{len(diverged)} greedy answer(s) differ in text ({', '.join(diverged)}), "
+                f"but {why} to score them"
+            )
     result = at_most(
         "cross_nll_excess",
         "cross-scored NLL excess of divergent answers",

@@ -212,9 +212,17 @@ def tail_nll(entries: Sequence[TokenLogprob | None] | None, text: str) -> float 
 
 
 async def cross_score(
-    pair: EndpointPair, probe: str, prompt: str, b_text: str, c_text: str, deadline_s: float
+    pair: EndpointPair,
+    probe: str,
+    prompt: str,
+    b_text: str,
+    c_text: str,
+    deadline_s: float,
+    *,
+    candidate_scores: bool = True,
 ) -> CrossScore:
-    """Both greedy texts, after the probe's prompt, scored by both sides."""
+    """Both greedy texts, after the probe's prompt, scored by both sides (by the baseline only
+    when `candidate_scores` is false: a candidate without echo logprobs has nothing to say)."""
 
     async def by(ep: Endpoint, text: str) -> float | None:
         r = await _send(pair, ep, echo_body(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
@@ -223,8 +231,12 @@ async def cross_score(
     async def on(ep: Endpoint, own: str, other: str) -> tuple[float | None, float | None]:
         return await by(ep, own), await by(ep, other)
 
+    async def unscored() -> tuple[float | None, float | None]:
+        return None, None
+
     (bb, bc), (cc, cb) = await pair.sides(
-        lambda: on(pair.baseline, b_text, c_text), lambda: on(pair.candidate, c_text, b_text)
+        lambda: on(pair.baseline, b_text, c_text),
+        (lambda: on(pair.candidate, c_text, b_text)) if candidate_scores else unscored,
     )
     return CrossScore(
         baseline_on_baseline=bb,

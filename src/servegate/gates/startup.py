@@ -6,6 +6,7 @@ completion; a prompt longer than the context must be rejected quickly, never han
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
@@ -22,6 +23,9 @@ from servegate.verdict.model import Finding, GateResult, Severity
 NAME = "startup"
 READY_REQUEST = {"prompt": "Hello", "max_tokens": 1, "temperature": 0}
 IMPOSSIBLE_WORD = "hello "
+# After an over-long prompt timed out, wait up to this many probe deadlines for the side to answer
+# a 1-token completion again.
+RECOVERY_PROBES = 10
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,10 @@ class SideEvidence:
     impossible: Completion
     impossible_ms: float
     capabilities: dict[str, Capability] = field(default_factory=dict)
+    # After the over-long prompt timed out: ms from giving up on it until a 1-token completion
+    # was answered again (None: never within the recovery window, or it did not time out).
+    recovered_ms: float | None = None
+    recovery_window_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,12 @@ async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEviden
         request=pair.body(READY_REQUEST),
         result=ready,
     )
+    # Capabilities first, the over-long prompt last: a server that does not reject that prompt
+    # may keep computing it after the client gave up (transformers serve 5.24 does), and every
+    # probe queued behind it would time out — read as "could not be checked" when it was the
+    # over-long prompt that held the server.
+    prober = pair.recording(ep, gate=NAME, probe="capabilities")
+    caps = await discover(prober, pair.model, deadline_s=cfg.probe_deadline_s) if ready.ok else {}
     impossible_body = pair.body(
         {
             "prompt": IMPOSSIBLE_WORD * cfg.impossible_prompt_words,
@@ -92,8 +106,19 @@ async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEviden
         request=impossible_body,
         result=impossible,
     )
-    prober = pair.recording(ep, gate=NAME, probe="capabilities")
-    caps = await discover(prober, pair.model, deadline_s=cfg.probe_deadline_s) if ready.ok else {}
+    recovered_ms, window_s = None, 0.0
+    # Only a side that answered the ready request can be waited for: one that answered nothing
+    # is hung, not busy, and waiting would only delay the verdict.
+    if (
+        ready.ok
+        and impossible.error is not None
+        and impossible.error.category in ("timeout", "stalled")
+    ):
+        # A server that keeps computing a request its client abandoned answers every later
+        # request late: wait until it answers again, so the gates after this one measure the
+        # server and not this probe's leftovers, and say how long that took.
+        window_s = cfg.probe_deadline_s * RECOVERY_PROBES
+        recovered_ms = await _recovery_ms(pair, ep, cfg.probe_deadline_s, window_s)
     return SideEvidence(
         name=ep.name,
         base_url=ep.base_url,
@@ -104,7 +129,31 @@ async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEviden
         impossible=impossible,
         impossible_ms=impossible_ms,
         capabilities=caps,
+        recovered_ms=recovered_ms,
+        recovery_window_s=window_s,
     )
+
+
+async def _recovery_ms(
+    pair: EndpointPair, ep: Endpoint, deadline_s: float, window_s: float
+) -> float | None:
+    probe = pair.recording(ep, gate=NAME, probe="impossible-request:recovery")
+    t0 = time.perf_counter()
+    while (time.perf_counter() - t0) < window_s:
+        again = await probe.completion(pair.body(READY_REQUEST), deadline_s=deadline_s)
+        if again.ok:
+            return (time.perf_counter() - t0) * 1e3
+        if (
+            again.status is not None
+            or again.error is None
+            or again.error.category
+            not in (
+                "timeout",
+                "stalled",
+            )
+        ):
+            await asyncio.sleep(min(1.0, deadline_s))
+    return None
 
 
 async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
@@ -130,6 +179,21 @@ def _rejected_fast(side: SideEvidence, policy: Policy) -> bool:
     )
 
 
+def _recovery_note(side: SideEvidence) -> str:
+    if side.recovery_window_s <= 0:
+        return ""
+    if side.recovered_ms is None:
+        return (
+            f"; it answered nothing else for {side.recovery_window_s:.0f} s after servegate gave "
+            "up on that prompt"
+        )
+    seconds = side.recovered_ms / 1e3
+    note = f"; a 1-token completion sent after it was answered {seconds:.1f} s later"
+    if seconds >= 1.0:
+        note += " (the server kept computing the abandoned request; what queued behind it waited)"
+    return note
+
+
 def _impossible_findings(ev: StartupEvidence, policy: Policy) -> list[Finding]:
     b, c = ev.baseline, ev.candidate
     python_body = f"{{'prompt': {IMPOSSIBLE_WORD!r} * {ev.impossible_words}, 'max_tokens': 16}}"
@@ -145,7 +209,7 @@ def _impossible_findings(ev: StartupEvidence, policy: Policy) -> list[Finding]:
                 message=(
                     f"a prompt longer than the context ({ev.impossible_words} words) got no answer "
                     f"within {ev.impossible_deadline_s:.0f} s: the server hangs instead of "
-                    "rejecting it (the vLLM #35541 class)"
+                    "rejecting it (the vLLM #35541 class)" + _recovery_note(c)
                 ),
                 baseline_excerpt=f"{describe(b.impossible)} in {b.impossible_ms:.0f} ms",
                 candidate_excerpt=f"{describe(c.impossible)} after {c.impossible_ms:.0f} ms",
@@ -217,6 +281,8 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
         "candidate_impossible_ms": round(c.impossible_ms, 1),
         "baseline_impossible_status": b.impossible.status,
         "candidate_impossible_status": c.impossible.status,
+        # After hanging on the over-long prompt: until a 1-token completion was answered again.
+        "candidate_impossible_recovered_ms": c.recovered_ms,
         **launch_metrics(ev.baseline_launch, ev.candidate_launch),
     }
     details = {

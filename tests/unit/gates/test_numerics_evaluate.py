@@ -265,3 +265,34 @@ def test_a_candidate_error_where_the_baseline_answered_blocks() -> None:
     result = judge(observe(answer(OK_TOKENS), failed))
     assert blocking(result) == ["request_error"]
     assert result.status is Status.FAIL
+
+
+def test_a_candidate_without_logprobs_is_still_judged_on_its_text_scored_by_the_baseline() -> None:
+    # transformers serve returns no logprobs: only the baseline can score the divergent text.
+    cross = CrossScore(
+        baseline_on_baseline=0.4,
+        baseline_on_candidate=8.7,
+        candidate_on_candidate=None,
+        candidate_on_baseline=None,
+    )
+    bare = Completion(status=200, content="OK,,,,,,,,")
+    result = judge(
+        observe(answer(OK_TOKENS), bare, cross=cross),
+        alignment={"baseline": 0.0, "candidate": None},
+    )
+    assert result.status is Status.FAIL
+    assert blocking(result) == ["numerics"]
+    assert result.metrics["cross_nll_excess_max_nats"] == pytest.approx(8.3)
+    assert result.metrics["teacher_forced_dnll_nats"] is None
+
+
+def test_divergent_texts_that_could_not_be_scored_are_not_called_identical() -> None:
+    bare = Completion(status=200, content="Something else entirely")
+    result = judge(
+        observe(answer(OK_TOKENS), bare, probe="count"),
+        alignment={"baseline": None, "candidate": None},
+    )
+    check = next(c for c in result.checks if c.name == "cross_nll_excess")
+    assert check.outcome == "not-measured"
+    assert check.reason.startswith("1 greedy answer(s) differ in text (count), but the baseline")
+    assert "no greedy answer diverged" not in check.reason

@@ -1,3 +1,7 @@
+from dataclasses import replace
+
+import pytest
+
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion
@@ -112,3 +116,27 @@ def test_a_capability_the_candidate_could_not_be_asked_about_is_not_called_lost(
         ("capability_unknown", Severity.MINOR)
     ]
     assert any("logprobs" in n for n in result.not_measured)
+
+
+@pytest.mark.parametrize(
+    ("recovered_ms", "window_s", "said"),
+    [
+        (95_000.0, 150.0, "answered 95.0 s later (the server kept computing the abandoned request"),
+        (None, 150.0, "it answered nothing else for 150 s after servegate gave up"),
+        (40.0, 150.0, "a 1-token completion sent after it was answered 0.0 s later"),
+    ],
+    ids=["busy-then-back", "never-back", "only-that-request-hangs"],
+)
+def test_a_hang_on_the_impossible_prompt_says_when_the_server_answered_again(
+    recovered_ms: float | None, window_s: float, said: str
+) -> None:
+    candidate = replace(
+        _side("candidate", impossible=TIMED_OUT, impossible_ms=15000),
+        recovered_ms=recovered_ms,
+        recovery_window_s=window_s,
+    )
+    result = evaluate(StartupEvidence(_side("baseline"), candidate, 12000, 15.0), Policy())
+    [finding] = [f for f in result.findings if f.category == "timeout"]
+    assert said in finding.message
+    assert finding.message.startswith("a prompt longer than the context (12000 words)")
+    assert ("kept computing" in finding.message) is (recovered_ms == 95_000.0)
