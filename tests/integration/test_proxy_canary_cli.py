@@ -133,3 +133,32 @@ def test_a_garbage_candidate_rolls_back_at_the_first_step_through_the_proxy(
         resumed = proxy.health()["canary"]
     assert (resumed["phase"], resumed["weight"]) == ("rolled_back", 0.0)
     assert resumed["last_decision"]["reason"] == last["reason"]
+
+
+def test_a_benign_candidate_is_promoted_to_100_through_the_proxy(
+    clean_engine: RunningEngine, benign_engine: RunningEngine, tmp_path: Path
+) -> None:
+    db = tmp_path / "proxy.db"
+    with start_proxy(
+        "--mode", "canary", "--steps", "50,100", "--interval", "3s",
+        "--policy", str(_policy(tmp_path)), "--session", "canary-cli", "--db", str(db),
+        "--primary", clean_engine.base_url, "--candidate", benign_engine.base_url,
+        "--seed", "7",
+    ) as proxy:  # fmt: skip
+        canary = _drive_until_decided(proxy, final="promoted")
+        exposition = proxy.metrics()
+        status, answer = _flagger(proxy, "confirm-promotion")
+    engine = open_engine(db)
+    try:
+        decisions = list_decisions(engine, "canary-cli")
+    finally:
+        engine.dispose()
+    summary = [(d.weight, d.action, d.evidence["reason"]) for d in decisions]
+    assert canary["phase"] == "promoted", summary
+    assert canary["weight"] == 100.0
+    assert [(d.weight, d.action) for d in decisions if d.action != "hold"] == [
+        (50.0, "complete")
+    ], summary
+    assert metric(exposition, f"{PREFIX}_canary_weight_percent") == 100.0
+    assert metric(exposition, f"{PREFIX}_canary_phase", phase="promoted") == 1.0
+    assert (status, answer["go"]) == (200, True)
