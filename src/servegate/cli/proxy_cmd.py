@@ -5,10 +5,19 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from servegate.cli.console import fail
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from servegate.canary.controller import Controller
+    from servegate.canary.plan import CanaryPlan
+    from servegate.config.models import Policy
+    from servegate.proxy import ProxySettings
 
 HELP = """Put servegate in front of your engine: every request is forwarded to --primary and its
 answer streamed back unchanged (status, headers, bytes, SSE timing). In shadow mode a sampled
@@ -23,12 +32,24 @@ error/timeout counts, TTFT/E2EL histograms, exact-match counts, mirror queue dep
 and GET /servegate/healthz. Upstreams come only from these options; the user's Authorization
 never reaches the candidate, which gets its own key from --candidate-key-env.
 
+In canary mode (--mode canary) users get the candidate's answer for a share of those requests:
+the share starts at the first of --steps (percent), each --interval the candidate's answers are
+judged against the primary's (--policy, `canary.*` keys) and the share moves to the next step,
+holds, or rolls back to 0 %; every decision is recorded in --db with its evidence, and a
+restarted proxy resumes the session's canary where it stood. Flagger's webhooks are answered at
+POST /servegate/flagger/{pre-rollout,rollout,confirm-promotion,rollback}.
+
 \b
 Example:
   servegate proxy --primary http://10.0.0.5:8000/v1 --candidate http://10.0.0.6:8000/v1 \\
       --sample 0.05 --listen 0.0.0.0:8080
+  servegate proxy --mode canary --steps 1,10,50,100 --interval 60s \\
+      --primary http://10.0.0.5:8000/v1 --candidate http://10.0.0.6:8000/v1
   # clients use http://PROXY:8080/v1 as their OpenAI base URL
 """
+
+DEFAULT_STEPS = "1,10,50,100"
+DEFAULT_INTERVAL = "60s"
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -66,7 +87,31 @@ def _key(var: str | None) -> str | None:
     help="Share of mirrorable requests also sent to the candidate (shadow mode).",
 )
 @click.option("--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT (0: any).")
-@click.option("--secondary", default=None, help="A second primary replica (canary noise).")
+@click.option(
+    "--steps",
+    default=None,
+    help=f"Canary mode: the candidate's share of routable requests, percent, step by step, "
+    f"ending at 100. Default: {DEFAULT_STEPS}.",
+)
+@click.option(
+    "--interval",
+    default=None,
+    help=f"Canary mode: how long each step is judged (60s, 2m, 500ms). Default: "
+    f"{DEFAULT_INTERVAL}.",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Canary mode: verdict policy YAML (its canary.* keys judge each interval).",
+)
+@click.option(
+    "--secondary",
+    default=None,
+    help="Canary mode: a second primary replica, served as much as the candidate; the "
+    "primary-vs-secondary difference is the noise floor each interval is judged against.",
+)
 @click.option(
     "--db",
     default=None,
@@ -117,6 +162,9 @@ def proxy_command(
     mode: str,
     sample: float,
     listen: str,
+    steps: str | None,
+    interval: str | None,
+    policy_path: Path | None,
     secondary: str | None,
     db: str | None,
     session_name: str,
@@ -150,23 +198,29 @@ def proxy_command(
         )
     except ProxySettingsError as exc:
         fail(str(exc), 2)
-    if settings.mode == "canary":
-        fail(
-            "--mode canary needs the canary controller (servegate.canary), "
-            "which this build does not include yet",
-            2,
-        )
+    if settings.mode == "shadow":
+        for flag, value in (("--steps", steps), ("--interval", interval),
+                            ("--policy", policy_path), ("--secondary", secondary)):  # fmt: skip
+            if value is not None:
+                fail(f"{flag} applies to --mode canary only; this proxy runs in shadow mode", 2)
     if capture is not None and capture.parent and not capture.parent.is_dir():
         fail(f"--capture: folder {capture.parent} does not exist", 2)
+    plan = _plan(steps, interval) if settings.mode == "canary" else None
+    policy = _policy(policy_path) if settings.mode == "canary" else None
+    controller = None
     try:
         engine = open_engine(db or DEFAULT_DB)
+        if plan is not None and policy is not None:
+            controller = _controller(engine, session_name, settings, plan, policy)
         recorder = ProxyRecorder.open(
             engine,
             session_name,
             mode=settings.mode,
             primary_url=settings.primary.display,
             candidate_url=settings.candidate.display,
-            config=settings.public(),
+            config=settings.public()
+            if plan is None
+            else {**settings.public(), "steps": list(plan.steps), "interval_s": plan.interval_s},
         )
     except StoreError as exc:
         fail(str(exc), 2)
@@ -174,14 +228,68 @@ def proxy_command(
         sock = socket.create_server((host, port))
     except OSError as exc:
         fail(f"--listen {listen}: cannot listen: {exc.strerror or exc}", 2)
-    proxy = Proxy(settings, recorder=recorder, capture=capture)
+    proxy = Proxy(settings, controller=controller, recorder=recorder, capture=capture)
     bound = sock.getsockname()[1]
+    if controller is None:
+        how = f"shadow, sample {settings.sample:g}"
+    else:
+        state = controller.snapshot()
+        how = (
+            f"canary {state['phase']} at {state['weight']:g} % (step {state['step_index'] + 1} "
+            f"of {len(controller.plan.steps)}), interval {controller.plan.interval_s:g} s"
+        )
     click.echo(
-        f"servegate proxy: listening on http://{host}:{bound}/v1 ({settings.mode}, "
-        f"sample {settings.sample:g}); metrics at /servegate/metrics",
+        f"servegate proxy: listening on http://{host}:{bound}/v1 ({how}); "
+        "metrics at /servegate/metrics",
         err=False,
     )
     _serve(proxy, sock)
+
+
+def _plan(steps: str | None, interval: str | None) -> CanaryPlan:
+    from servegate.canary.plan import CanaryPlanError, parse_plan
+
+    try:
+        return parse_plan(steps or DEFAULT_STEPS, interval or DEFAULT_INTERVAL)
+    except CanaryPlanError as exc:
+        fail(str(exc), 2)
+
+
+def _policy(path: Path | None) -> Policy:
+    from servegate.config.loader import ConfigError, load_policy
+    from servegate.config.models import Policy
+
+    if path is None:
+        return Policy()
+    try:
+        return load_policy(path)
+    except ConfigError as exc:
+        fail(f"--policy: {exc}", 2)
+
+
+def _controller(
+    engine: Engine, session: str, settings: ProxySettings, plan: CanaryPlan, policy: Policy
+) -> Controller:
+    """The session's canary: its recorder and saved state from the store, so a restarted proxy
+    resumes at the step it stood on (a different --steps is refused)."""
+    from servegate.canary.controller import Controller
+    from servegate.canary.plan import CanaryPlanError
+    from servegate.canary.record import open_canary_session
+
+    recorder, state = open_canary_session(
+        engine, session, plan,
+        primary_url=settings.primary.display, candidate_url=settings.candidate.display,
+    )  # fmt: skip
+    try:
+        return Controller(
+            plan,
+            policy,
+            secondary=settings.secondary is not None,
+            recorder=recorder,
+            state=state,
+        )
+    except CanaryPlanError as exc:
+        fail(f"session {session!r}: {exc}", 2)
 
 
 def _serve(proxy: object, sock: socket.socket) -> None:

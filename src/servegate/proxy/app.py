@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from servegate.canary.flagger import flagger_routes
 from servegate.canary.protocol import CanaryController, Observation, Side
 from servegate.proxy.comparison import compare_pair
 from servegate.proxy.content import request_metrics
@@ -49,6 +50,7 @@ from servegate.store.proxy_records import ProxyRecorder
 
 METRICS_PATH = "/servegate/metrics"
 HEALTH_PATH = "/servegate/healthz"
+FLAGGER_PREFIX = "/servegate/flagger"
 CANARY_STOP_S = 5.0  # how long the controller gets to stop on its own at shutdown
 
 
@@ -136,10 +138,14 @@ class Proxy:
 
     def app(self) -> Starlette:
         """The ASGI application."""
+        snapshot = self.controller.snapshot if self.controller is not None else dict
         return Starlette(
             routes=[
                 Route(METRICS_PATH, self._metrics_endpoint, methods=["GET"]),
                 Route(HEALTH_PATH, self._health_endpoint, methods=["GET"]),
+                # Flagger's webhooks, answered from the canary's snapshot (a shadow proxy has
+                # none: every hook answers "no canary judgement here", never a go).
+                *flagger_routes(snapshot, prefix=FLAGGER_PREFIX),
                 Mount("", app=self.forward),
             ],
             lifespan=self.lifespan,
@@ -149,9 +155,7 @@ class Proxy:
 
     async def _metrics_endpoint(self, _request: Request) -> Response:
         if self.controller is not None:
-            weight = self.controller.snapshot().get("weight")
-            if isinstance(weight, int | float):
-                self.metrics.canary_weight.set(weight)
+            self.metrics.canary(self.controller.snapshot())
         return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def _health_endpoint(self, _request: Request) -> Response:

@@ -7,7 +7,9 @@ the text (repeated tokens, abnormal characters) as histograms.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -18,6 +20,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 PREFIX = "servegate_proxy"
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 RATIO_BUCKETS = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+CANARY_PHASES = ("progressing", "promoted", "rolled_back")  # canary.controller.Phase
+CANARY_ACTIONS = ("promote", "hold", "rollback", "complete")  # canary.controller.Action
 # METRICS name -> counter suffix, for the 0/1 per-request flags
 FLAGS = {
     "error": "errors",
@@ -104,9 +108,46 @@ class ProxyMetrics:
         capacity = Gauge(f"{PREFIX}_mirror_queue_capacity", "mirror queue bound", registry=r)
         capacity.set(queue_capacity)
         self.in_flight = Gauge(f"{PREFIX}_in_flight", "user requests being served", registry=r)
+        # The controller's snapshot as gauges, set at each scrape (`canary`): its weight is a
+        # percentage, as --steps and the snapshot give it, and the name says so.
         self.canary_weight = Gauge(
-            f"{PREFIX}_canary_weight", "share of routable traffic sent to the candidate", registry=r
-        )
+            f"{PREFIX}_canary_weight_percent",
+            "percent (0-100) of routable requests the canary controller sends to the candidate",
+            registry=r,
+        )  # fmt: skip
+        self.canary_step = Gauge(
+            f"{PREFIX}_canary_step_index", "index of the canary's current step in --steps",
+            registry=r,
+        )  # fmt: skip
+        self.canary_phase = Gauge(
+            f"{PREFIX}_canary_phase", "1 for the canary's current phase, 0 for the others",
+            ["phase"], registry=r,
+        )  # fmt: skip
+        self.canary_decision = Gauge(
+            f"{PREFIX}_canary_last_decision",
+            "1 for the action of the canary's last judged interval, 0 for the others",
+            ["action"], registry=r,
+        )  # fmt: skip
+        self.canary_score = Gauge(
+            f"{PREFIX}_canary_last_score",
+            "score (0-100) of the last judged interval; NaN when it had none",
+            registry=r,
+        )  # fmt: skip
+
+    def canary(self, snapshot: Mapping[str, Any]) -> None:
+        """Set the canary gauges from the controller's snapshot."""
+        weight, step = snapshot.get("weight"), snapshot.get("step_index")
+        if isinstance(weight, int | float):
+            self.canary_weight.set(weight)
+        if isinstance(step, int | float):
+            self.canary_step.set(step)
+        for phase in CANARY_PHASES:
+            self.canary_phase.labels(phase=phase).set(float(snapshot.get("phase") == phase))
+        last = snapshot.get("last_decision") or {}
+        for action in CANARY_ACTIONS:
+            self.canary_decision.labels(action=action).set(float(last.get("action") == action))
+        score = last.get("score")
+        self.canary_score.set(float(score) if isinstance(score, int | float) else math.nan)
 
     def served(self, side: str, metrics: Mapping[str, float]) -> None:
         """Count one answer and its measurements."""

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 
 from servegate.store import tables
+from servegate.store.errors import StoreError
 from servegate.store.writer import _clean, _writing, now
 
 
@@ -48,12 +49,18 @@ class ProxyRecorder:
         candidate_url: str,
         config: Mapping[str, Any],
     ) -> ProxyRecorder:
-        """The session's row, created, or taken over as it was (its canary state kept)."""
+        """The session's row, created, or taken over as it was (its canary state kept); a session
+        started in another mode is refused (StoreError), as `store.canary.open_session` does."""
         stamp = now()
         with _writing(engine, f"open proxy session {session_id}") as conn:
             found = conn.execute(
-                select(tables.proxy_sessions.c.id).where(tables.proxy_sessions.c.id == session_id)
+                select(tables.proxy_sessions.c.mode).where(tables.proxy_sessions.c.id == session_id)
             ).first()
+            if found is not None and found.mode != mode:
+                raise StoreError(
+                    f"proxy session {session_id!r} was started in {found.mode} mode, not {mode}: "
+                    "choose another --session"
+                )
             values = {
                 "updated_at": stamp,
                 "mode": mode,

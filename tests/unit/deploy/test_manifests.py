@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from servegate.canary.flagger import HOOKS, flagger_routes
+from servegate.canary.plan import parse_plan
 from servegate.cli.main import _register, cli
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -145,9 +146,15 @@ def test_the_proxy_deployment_runs_a_real_servegate_proxy_command_line() -> None
     [deployment] = of_kind("Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     _register()
-    if "proxy" not in cli.commands:
-        pytest.skip("`servegate proxy` is not on this branch yet (issue 11, item 1)")
-    _parse(_argv(container["args"]))
+    argv = _argv(container["args"])
+    assert argv[0] == "proxy"
+    _parse(argv)
+    params = cli.commands["proxy"].make_context("servegate proxy", argv[1:]).params
+    assert params["mode"] == "canary"
+    plan = parse_plan(params["steps"], params["interval"])  # what the proxy will run
+    assert plan.steps[-1] == 100
+    with pytest.raises(click.UsageError):  # the check can fail: a misspelt option is refused
+        _parse([*argv, "--stpes", "1,100"])
 
 
 def test_flaggers_webhooks_point_at_the_routes_servegate_serves() -> None:
@@ -181,10 +188,8 @@ def test_every_queried_metric_is_named_in_docs_deploy_md() -> None:
 
 
 def test_every_queried_metric_is_exported_by_the_proxy() -> None:
-    try:
-        from servegate.proxy.exposition import ProxyMetrics  # type: ignore[import-not-found]
-    except ImportError:
-        pytest.skip("servegate.proxy is not on this branch yet: names checked against the doc")
+    from servegate.proxy.exposition import ProxyMetrics
+
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
     exported = {
         family.name + suffix
