@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
@@ -111,7 +111,16 @@ class _Phase:
         self.progress()
 
 
-async def _closed(phase: _Phase, first: int, count: int, concurrency: int, stop_ns: int) -> None:
+class Sender(Protocol):
+    """What the arrival loops drive: one request of the step by its index (and its due time)."""
+
+    async def send(self, index: int, due_ns: int | None = None) -> None: ...
+
+
+async def closed_loop(
+    phase: Sender, first: int, count: int, concurrency: int, stop_ns: int
+) -> None:
+    """`concurrency` streams, each sending the next index when its last answer is in."""
     indices = iter(range(first, first + count))
 
     async def stream() -> None:
@@ -123,9 +132,10 @@ async def _closed(phase: _Phase, first: int, count: int, concurrency: int, stop_
     await asyncio.gather(*(stream() for _ in range(min(concurrency, count))))
 
 
-async def _open(
-    phase: _Phase, first: int, offsets_s: Sequence[float], start_ns: int, stop_ns: int, cap: int
+async def open_loop(
+    phase: Sender, first: int, offsets_s: Sequence[float], start_ns: int, stop_ns: int, cap: int
 ) -> None:
+    """Each index sent at its offset from `start_ns`, whatever is in flight (at most `cap`)."""
     slots = asyncio.Semaphore(cap)
     tasks: set[asyncio.Task[None]] = set()
 
@@ -172,7 +182,7 @@ async def run_step(
     warm = _Phase(endpoint, source, bounds.deadline_s)
     width = arrival.concurrency if arrival.kind == "closed" else bounds.warmup
     far = time.perf_counter_ns() + int(1e18)
-    await _closed(warm, first_index, bounds.warmup, max(width or 1, 1), far)
+    await closed_loop(warm, first_index, bounds.warmup, max(width or 1, 1), far)
     # A replay's measured phase is the file from its first line, each line at its own offset.
     first = 0 if arrival.kind == "replay" else first_index + bounds.warmup
 
@@ -191,9 +201,9 @@ async def run_step(
         stop_ns = start_ns + int(bounds.duration_s * 1e9)
         if arrival.kind == "closed":
             assert arrival.concurrency is not None
-            await _closed(phase, first, planned, arrival.concurrency, stop_ns)
+            await closed_loop(phase, first, planned, arrival.concurrency, stop_ns)
         else:
-            await _open(phase, first, offsets, start_ns, stop_ns, bounds.max_in_flight)
+            await open_loop(phase, first, offsets, start_ns, stop_ns, bounds.max_in_flight)
     exchanges = tuple(phase.done)
     sched = tuple((x.started_ns - x.due_ns) / 1e6 for x in exchanges if x.due_ns is not None)
     return StepEvidence(

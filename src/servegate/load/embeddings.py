@@ -9,7 +9,6 @@ client (one vector per input, finite, non-zero norm); failures are counted by ca
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +22,7 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Embeddings
 from servegate.load.arrival import Arrival, send_offsets_s
 from servegate.load.bench import BenchProgress, _now, _public, step_bounds
-from servegate.load.driver import StepBounds
+from servegate.load.driver import StepBounds, closed_loop, open_loop
 from servegate.load.metrics import TIMEOUT_CATEGORIES, Distribution, Scalar
 from servegate.load.monitor import ClientLoad, ClientMonitor, judge_client
 from servegate.load.result import BenchBounds
@@ -220,49 +219,6 @@ class _Phase:
         self.progress(len(self.done))
 
 
-async def _closed(phase: _Phase, first: int, count: int, concurrency: int, stop_ns: int) -> None:
-    indices = iter(range(first, first + count))
-
-    async def stream() -> None:
-        for index in indices:  # shared: each stream takes the next index
-            if time.perf_counter_ns() >= stop_ns:
-                return
-            await phase.send(index)
-
-    await asyncio.gather(*(stream() for _ in range(min(concurrency, count))))
-
-
-async def _open(
-    phase: _Phase, first: int, offsets_s: Sequence[float], start_ns: int, stop_ns: int, cap: int
-) -> None:
-    slots = asyncio.Semaphore(cap)
-    tasks: set[asyncio.Task[None]] = set()
-
-    async def one(index: int, due_ns: int) -> None:
-        try:
-            await phase.send(index, due_ns)
-        finally:
-            slots.release()
-
-    try:
-        for k, offset in enumerate(offsets_s):
-            due_ns = start_ns + int(offset * 1e9)
-            if due_ns >= stop_ns:
-                break
-            wait_ns = due_ns - time.perf_counter_ns()
-            if wait_ns > 0:
-                await asyncio.sleep(wait_ns / 1e9)
-            await slots.acquire()
-            task = asyncio.create_task(one(first + k, due_ns))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        if tasks:
-            await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-
-
 async def _step(
     endpoint: Endpoint,
     spec: EmbeddingsWorkload,
@@ -277,7 +233,7 @@ async def _step(
     warm = _Phase(endpoint, spec, model, bounds.deadline_s)
     width = arrival.concurrency if arrival.kind == "closed" else bounds.warmup
     far = time.perf_counter_ns() + int(1e18)
-    await _closed(warm, first_index, bounds.warmup, max(width or 1, 1), far)
+    await closed_loop(warm, first_index, bounds.warmup, max(width or 1, 1), far)
     first = first_index + bounds.warmup
     offsets: tuple[float, ...] = ()
     planned = bounds.requests
@@ -290,9 +246,9 @@ async def _step(
         stop_ns = start_ns + int(bounds.duration_s * 1e9)
         if arrival.kind == "closed":
             assert arrival.concurrency is not None
-            await _closed(phase, first, planned, arrival.concurrency, stop_ns)
+            await closed_loop(phase, first, planned, arrival.concurrency, stop_ns)
         else:
-            await _open(phase, first, offsets, start_ns, stop_ns, bounds.max_in_flight)
+            await open_loop(phase, first, offsets, start_ns, stop_ns, bounds.max_in_flight)
     end_ns = max((finished for finished, _ in phase.done), default=start_ns)
     results = [r for _, r in phase.done]
     step = EmbeddingsStepResult(
