@@ -12,4 +12,4 @@ export SERVEGATE_REQUIRE_BROWSER=1
 export SERVEGATE_REQUIRE_POSTGRES=1
 echo "== ruff" && ruff check src tests benchmarks fuzz && ruff format --check src tests benchmarks fuzz
 echo "== mypy (strict, src)" && mypy
-echo "== pytest" && python -m pytest "$@"
+echo "== pytest" && python -m pytest --durations=25 "$@"
