@@ -150,15 +150,23 @@ def test_the_migration_to_transformers_serve_fails_gate_1_with_every_difference_
     assert caps["candidate"]["seed"]["supported"] is None
     assert "does not sample" in caps["candidate"]["seed"]["detail"]
 
-    # The over-long prompt: llama.cpp rejects it at once; transformers serve computes it (over
-    # 8192 positions) long after servegate gave up, and everything sent after it waits.
+    # The over-long prompt: llama.cpp rejects it at once; transformers serve does not reject it
+    # but computes it (over 8192 positions). How long that takes decides which of two measured
+    # outcomes a run sees, and both name the same defect on the candidate:
+    # - on a busy machine (load average 9-16) it outlasted the deadline: 587 s (probe deadline
+    #   60 s) and 316 s (180 s) passed before it answered anything again;
+    # - on a quiet one (load average < 1, 2026-12-01 18:33 UTC) it answered after 85 s, HTTP 200
+    #   with garbage ("-_-The_ and- wiskTheB wisk"), within the 180 s deadline.
     impossible = findings["impossible-request"]
-    assert (impossible["side"], impossible["category"], impossible["severity"]) == (
-        "candidate",
-        "timeout",
-        "critical",
-    )
+    assert impossible["side"] == "candidate"
     assert impossible["baseline_excerpt"].startswith("[rejected] HTTP 400: This model's maximum")
-    assert "kept computing the abandoned request" in impossible["message"], impossible
-    # Measured: 587 s (probe deadline 60 s) and 316 s (180 s) after servegate gave up.
-    assert startup["metrics"]["candidate_impossible_recovered_ms"] > 60_000
+    if impossible["category"] == "timeout":
+        assert impossible["severity"] == "critical"
+        assert "kept computing the abandoned request" in impossible["message"], impossible
+        assert startup["metrics"]["candidate_impossible_recovered_ms"] > 60_000
+    else:
+        assert (impossible["category"], impossible["severity"]) == ("impossible_request", "major")
+        assert impossible["message"] == (
+            "accepted a prompt longer than the context that the baseline rejected"
+        )
+        assert startup["metrics"]["candidate_impossible_status"] == 200
