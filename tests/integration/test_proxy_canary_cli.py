@@ -71,8 +71,10 @@ def _drive_until_decided(proxy: RunningProxy, *, final: str) -> dict[str, Any]:
     return canary
 
 
-def _flagger(proxy: RunningProxy, hook: str) -> tuple[int, dict[str, Any]]:
-    payload = {"name": "llm", "namespace": "test", "phase": "Progressing", "metadata": {}}
+def _flagger(
+    proxy: RunningProxy, hook: str, phase: str = "Progressing"
+) -> tuple[int, dict[str, Any]]:
+    payload = {"name": "llm", "namespace": "test", "phase": phase, "metadata": {}}
     request = urllib.request.Request(
         f"{proxy.url}/servegate/flagger/{hook}", data=json.dumps(payload).encode(),
         headers={"Content-Type": "application/json"},
@@ -148,6 +150,20 @@ def test_a_benign_candidate_is_promoted_to_100_through_the_proxy(
         canary = _drive_until_decided(proxy, final="promoted")
         exposition = proxy.metrics()
         status, answer = _flagger(proxy, "confirm-promotion")
+        # Flagger promoted its primary and scaled its canary to zero: post-rollout ends the
+        # canary, and the users' requests go back to the primary service.
+        finished = _flagger(proxy, "post-rollout", phase="Succeeded")
+        after = proxy.health()["canary"]
+        served = proxy.metrics()
+        client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-user-canary-cli-5e1f",
+                               max_retries=0, timeout=120)  # fmt: skip
+        for prompt in PROMPTS:
+            client.chat.completions.create(
+                model="smollm2", messages=[{"role": "user", "content": prompt}],
+                max_tokens=8, temperature=0,
+            )  # fmt: skip
+        later = proxy.metrics()
+        again = _flagger(proxy, "rollout")
     engine = open_engine(db)
     try:
         decisions = list_decisions(engine, "canary-cli")
@@ -157,8 +173,25 @@ def test_a_benign_candidate_is_promoted_to_100_through_the_proxy(
     assert canary["phase"] == "promoted", summary
     assert canary["weight"] == 100.0
     assert [(d.weight, d.action) for d in decisions if d.action != "hold"] == [
-        (50.0, "complete")
-    ], summary
+        (50.0, "complete"), (100.0, "finalise"),
+    ], summary  # fmt: skip
     assert metric(exposition, f"{PREFIX}_canary_weight_percent") == 100.0
     assert metric(exposition, f"{PREFIX}_canary_phase", phase="promoted") == 1.0
     assert (status, answer["go"]) == (200, True)
+
+    assert finished[0] == 200, finished
+    assert finished[1]["reason"].startswith("Flagger finished test/llm (Succeeded)")
+    assert (after["phase"], after["weight"]) == ("finalised", 0.0)
+    assert after["last_decision"]["action"] == "finalise"
+    assert metric(served, f"{PREFIX}_canary_phase", phase="finalised") == 1.0
+
+    def answered(text: str, side: str) -> float:
+        return metric(text, f"{PREFIX}_requests_total", side=side)
+
+    assert answered(later, "candidate") == answered(served, "candidate")
+    assert answered(later, "primary") == answered(served, "primary") + len(PROMPTS)
+    assert again[0] == 503
+    assert "finalised" in again[1]["reason"]
+    last = decisions[-1]
+    assert last.evidence["flagger"]["phase"] == "Succeeded"
+    assert last.evidence["before"] == {"phase": "promoted", "weight": 100.0}

@@ -13,6 +13,10 @@ at the interval's end `tick` judges it (judge.py) and acts:
 
 Every decision goes to the recorder with the state it led to; a controller built from a saved
 state resumes at that step (the interrupted interval starts again: answers are not saved).
+
+`finish` ends the canary from outside, when the rollout system that owns the workloads is done
+with them (Flagger's post-rollout hook: its canary Deployment is scaled to zero and its primary
+runs whichever version won): phase `finalised`, every request to the primary, final.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from servegate.canary.plan import CanaryPlan, CanaryPlanError
 from servegate.canary.protocol import Observation, Side
 from servegate.config.models import Policy
 
-Phase = Literal["progressing", "promoted", "rolled_back"]
-Action = Literal["promote", "hold", "rollback", "complete"]
+Phase = Literal["progressing", "promoted", "rolled_back", "finalised"]
+Action = Literal["promote", "hold", "rollback", "complete", "finalise"]
 STATE_VERSION = 1
 # Per side and metric and interval; beyond this a uniform sample of this many is judged. Judging
 # 10 metrics of 20,000 answers a side took ~0.1 s on one busy core (benchmarks/RESULTS.md).
@@ -193,6 +197,29 @@ class Controller:
             decision = self._decide(judged, judged_window, closed_at)
             if self._recorder is not None:
                 await asyncio.to_thread(self._recorder.record, decision, self.state())
+
+    async def finish(self, reason: str, evidence: Mapping[str, Any]) -> Decision:
+        """End the canary for good: phase `finalised`, weight 0 (every request to the primary,
+        no secondary share), recorded like a judged decision (the store write in a thread)."""
+        decision = Decision(
+            self._clock(),
+            self.step_index,
+            self.weight,
+            "finalise",
+            None,
+            reason,
+            {
+                **evidence,
+                "before": {"phase": self.phase, "weight": self.weight},
+                "next_weight": 0.0,
+            },
+        )
+        self.phase, self.weight, self.extensions = "finalised", 0.0, 0
+        self._window = _Window(decision.decided_at)
+        self.last_decision = decision
+        if self._recorder is not None:
+            await asyncio.to_thread(self._recorder.record, decision, self.state())
+        return decision
 
     def snapshot(self) -> dict[str, Any]:
         """State, the current interval's request counts and the last decision, JSON-able."""

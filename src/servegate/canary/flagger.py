@@ -11,7 +11,15 @@ check (Flagger's docs/gitbook/usage/webhooks.md, v1.44.0). Mounted by `servegate
 - `confirm-promotion`: 200 only once servegate has promoted the candidate to 100 %, else 503
   (Flagger keeps running its checks and waits);
 - `rollback`: Flagger's rollback hook stops the analysis and fails the canary on a 2xx, so it
-  answers 200 exactly when servegate has rolled back, and 409 otherwise.
+  answers 200 exactly when servegate has rolled back, and 409 otherwise;
+- `post-rollout`: Flagger is done (phase Succeeded or Failed) and has scaled its canary
+  Deployment to zero, its primary now running whichever version won. servegate ends its canary
+  (`finalised`: every request to the primary, recorded with Flagger's payload), so a promoted
+  canary no longer sends users to a service with no pods. 200 once finalised; Flagger only logs
+  the answer.
+
+After `finalised` the decision hooks answer 503 (409 for `rollback`): that session judged its
+rollout; the next rollout needs a new proxy session (`--session`).
 
 The body always says why, in one line, beside the state it was read from.
 """
@@ -19,7 +27,7 @@ The body always says why, in one line, beside the state it was read from.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -27,9 +35,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 Snapshot = Callable[[], Mapping[str, Any]]
+# Ends the canary (reason, evidence) -> the decision taken; None where no canary is behind.
+Finish = Callable[[str, Mapping[str, Any]], Awaitable[object]]
 MAX_BODY_BYTES = 64 * 1024
 FIELDS = ("name", "namespace", "phase")
-HOOKS = ("pre-rollout", "rollout", "confirm-promotion", "rollback")
+HOOKS = ("pre-rollout", "rollout", "confirm-promotion", "rollback")  # read the judgement only
+FINISH_HOOK = "post-rollout"  # ends the canary
 
 
 class PayloadError(ValueError):
@@ -67,6 +78,10 @@ def decide(hook: str, state: Mapping[str, Any]) -> tuple[int, str]:
     last = state.get("last_decision") or {}
     action, reason = last.get("action"), last.get("reason", "")
     weight = _percent(state.get("weight"))
+    if phase == "finalised":
+        return (409 if hook == "rollback" else 503), (
+            f"servegate's canary was finalised ({reason}); a new rollout needs a new session"
+        )
     if phase not in ("progressing", "promoted", "rolled_back"):
         # No canary behind these routes (a shadow proxy, say): nothing judged is never a go.
         return (409 if hook == "rollback" else 503), "servegate has no canary judgement here"
@@ -95,10 +110,35 @@ def _percent(value: Any) -> str:
     return f"{value:g} %" if isinstance(value, int | float) else "unknown"
 
 
-def flagger_routes(snapshot: Snapshot, prefix: str = "/servegate/flagger") -> list[Route]:
+def _finish_reason(body: Mapping[str, Any], before: Mapping[str, Any]) -> str:
+    was = f"servegate was {before.get('phase')} at {_percent(before.get('weight'))}"
+    return (
+        f"Flagger finished {body['namespace']}/{body['name']} ({body['phase']}) and scaled its "
+        f"canary to zero; every request now goes to the primary ({was})"
+    )
+
+
+def flagger_routes(
+    snapshot: Snapshot, prefix: str = "/servegate/flagger", finish: Finish | None = None
+) -> list[Route]:
     """Routes for Flagger's pre-rollout, rollout, confirm-promotion and rollback webhooks
-    (POST `{prefix}/{hook}`), each answered
-    from `snapshot()` — the canary controller's, read at the time of the call."""
+    (POST `{prefix}/{hook}`), each answered from `snapshot()` — the canary controller's, read at
+    the time of the call — and for its post-rollout hook, which calls `finish`."""
+
+    async def post_rollout(request: Request) -> JSONResponse:
+        try:
+            body = _payload(await _read(request))
+        except PayloadError as exc:
+            return JSONResponse({"go": False, "reason": f"bad webhook payload: {exc}"}, 400)
+        before = dict(snapshot())
+        if finish is None or before.get("phase") not in ("progressing", "promoted", "rolled_back"):
+            finalised = before.get("phase") == "finalised"
+            why = "already finalised" if finalised else "servegate has no canary judgement here"
+            return JSONResponse({"go": finalised, "reason": why}, 200 if finalised else 409)
+        reason = _finish_reason(body, before)
+        payload = {k: body[k] for k in (*FIELDS, "checksum") if k in body}
+        await finish(reason, {"flagger": payload})
+        return JSONResponse({"go": True, "reason": reason, "hook": FINISH_HOOK, "canary": payload})
 
     def endpoint(hook: str) -> Callable[[Request], Any]:
         async def answer(request: Request) -> JSONResponse:
@@ -129,6 +169,9 @@ def flagger_routes(snapshot: Snapshot, prefix: str = "/servegate/flagger") -> li
         return answer
 
     return [
-        Route(f"{prefix}/{hook}", endpoint(hook), methods=["POST"], name=f"flagger-{hook}")
-        for hook in HOOKS
+        *(
+            Route(f"{prefix}/{hook}", endpoint(hook), methods=["POST"], name=f"flagger-{hook}")
+            for hook in HOOKS
+        ),
+        Route(f"{prefix}/{FINISH_HOOK}", post_rollout, methods=["POST"], name="flagger-finish"),
     ]

@@ -54,7 +54,12 @@ class CanaryController(Protocol):
         """Judge interval after interval until `stop` is set or the canary has finished."""
         ...
 
+    async def finish(self, reason: str, evidence: Mapping[str, Any]) -> object:
+        """End the canary for good (the rollout system is done with the workloads): every
+        request to the primary from now on, recorded with `reason` and `evidence`."""
+        ...
+
     def snapshot(self) -> Mapping[str, Any]:
-        """JSON-able state: step, weight, phase (progressing|promoted|rolled_back), last
+        """JSON-able state: step, weight, phase (progressing|promoted|rolled_back|finalised), last
         decision with its evidence — what /metrics, the Flagger webhook and the CLI show."""
         ...

@@ -145,7 +145,11 @@ class Proxy:
                 Route(HEALTH_PATH, self._health_endpoint, methods=["GET"]),
                 # Flagger's webhooks, answered from the canary's snapshot (a shadow proxy has
                 # none: every hook answers "no canary judgement here", never a go).
-                *flagger_routes(snapshot, prefix=FLAGGER_PREFIX),
+                *flagger_routes(
+                    snapshot,
+                    prefix=FLAGGER_PREFIX,
+                    finish=None if self.controller is None else self.controller.finish,
+                ),
                 Mount("", app=self.forward),
             ],
             lifespan=self.lifespan,

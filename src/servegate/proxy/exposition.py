@@ -20,8 +20,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 PREFIX = "servegate_proxy"
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 RATIO_BUCKETS = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
-CANARY_PHASES = ("progressing", "promoted", "rolled_back")  # canary.controller.Phase
-CANARY_ACTIONS = ("promote", "hold", "rollback", "complete")  # canary.controller.Action
+CANARY_PHASES = ("progressing", "promoted", "rolled_back", "finalised")  # canary.controller.Phase
+CANARY_ACTIONS = ("promote", "hold", "rollback", "complete", "finalise")  # canary.controller.Action
 # METRICS name -> counter suffix, for the 0/1 per-request flags
 FLAGS = {
     "error": "errors",

@@ -27,7 +27,7 @@ class CanaryDecision:
     decided_at: str
     step_index: int
     weight: float
-    action: str  # promote | hold | rollback | complete
+    action: str  # promote | hold | rollback | complete | finalise
     score: float | None
     evidence: dict[str, Any]
 

@@ -273,3 +273,20 @@ async def test_run_holds_a_quiet_step_and_keeps_its_answers_across_the_hold() ->
     actions = [d.action for d, _ in memory.kept]
     assert actions == ["hold", "complete"], [d.reason for d, _ in memory.kept]
     assert sum(memory.kept[-1][0].evidence["requests"].values()) == 48
+
+
+async def test_a_finished_canary_is_final_across_a_restart_and_run_returns_at_once() -> None:
+    clock, memory = Clock(), Memory()
+    first = Controller(PLAN, POLICY, recorder=memory, clock=clock)
+    serve(first, clock, 600)
+    clock.now += 60
+    assert first.tick() is not None  # promoted to 50 %
+    decision = await first.finish("Flagger is done", {"flagger": {"phase": "Succeeded"}})
+    assert (decision.action, decision.step_index, decision.weight) == ("finalise", 1, 50.0)
+    saved = memory.kept[-1][1]
+    assert (saved["phase"], saved["weight"]) == ("finalised", 0.0)
+    again = Controller(PLAN, POLICY, clock=clock, state=saved)
+    assert (again.phase, again.weight) == ("finalised", 0.0)
+    assert again.choose(0.0) == "primary"
+    assert again.last_decision == decision
+    await asyncio.wait_for(again.run(asyncio.Event()), timeout=2)  # nothing left to judge

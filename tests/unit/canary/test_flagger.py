@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import aiohttp
@@ -15,8 +16,8 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from servegate.canary.controller import Controller
-from servegate.canary.flagger import HOOKS, MAX_BODY_BYTES, decide, flagger_routes
+from servegate.canary.controller import Controller, Decision
+from servegate.canary.flagger import FINISH_HOOK, HOOKS, MAX_BODY_BYTES, decide, flagger_routes
 from servegate.canary.plan import parse_plan
 from servegate.canary.protocol import Observation
 from servegate.config.models import CanaryPolicy, Policy
@@ -49,10 +50,23 @@ def current() -> dict[str, Any]:
     return CONTROLLER[0].snapshot()
 
 
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    """The webhooks served by uvicorn in a thread, answering from CONTROLLER[0]."""
-    app = Starlette(routes=flagger_routes(current))
+async def finish_current(reason: str, evidence: Any) -> Decision:
+    return await CONTROLLER[0].finish(reason, evidence)
+
+
+class Recorded:
+    """The decisions and states a controller handed to its recorder."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Decision, dict[str, Any]]] = []
+
+    def record(self, decision: Decision, state: Any) -> None:
+        self.rows.append((decision, dict(state)))
+
+
+@contextmanager
+def serving(app: Starlette) -> Iterator[str]:
+    """`app` served by uvicorn in a thread on loopback; its base URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -61,13 +75,27 @@ def base_url() -> Iterator[str]:
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}/servegate/flagger"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}/servegate/flagger"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
-def fresh() -> Controller:
-    CONTROLLER[:] = [Controller(parse_plan("10,50,100", "60s"), POLICY, clock=CLOCK)]
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    """The webhooks served by uvicorn in a thread, answering from CONTROLLER[0]."""
+    with serving(Starlette(routes=flagger_routes(current, finish=finish_current))) as url:
+        yield url
+
+
+def fresh(recorder: Recorded | None = None, *, secondary: bool = False) -> Controller:
+    CONTROLLER[:] = [
+        Controller(
+            parse_plan("10,50,100", "60s"), POLICY, clock=CLOCK, recorder=recorder,
+            secondary=secondary,
+        )
+    ]  # fmt: skip
     return CONTROLLER[0]
 
 
@@ -173,3 +201,70 @@ def test_without_a_canary_behind_the_routes_no_hook_says_go(hook: str) -> None:
     status, reason = decide(hook, {})
     assert status == (409 if hook == "rollback" else 503)
     assert reason == "servegate has no canary judgement here"
+
+
+FINISHED = {**PAYLOAD, "phase": "Succeeded"}
+
+
+async def test_post_rollout_ends_a_promoted_canary_and_every_request_goes_to_the_primary(
+    base_url: str,
+) -> None:
+    recorded = Recorded()
+    controller = fresh(recorded)
+    assert interval(controller) == "promote"
+    assert interval(controller) == "complete"
+    assert controller.choose(0.99) == "candidate"  # promoted: 100 % on the candidate
+    status, body = await post(f"{base_url}/{FINISH_HOOK}", FINISHED)
+    assert status == 200
+    assert body["reason"] == (
+        "Flagger finished test/podinfo (Succeeded) and scaled its canary to zero; every "
+        "request now goes to the primary (servegate was promoted at 100 %)"
+    )
+    rng = random.Random(1)
+    assert {controller.choose(rng.random()) for _ in range(1000)} == {"primary"}
+    snap = controller.snapshot()
+    assert (snap["phase"], snap["weight"], snap["secondary_weight"]) == ("finalised", 0.0, 0.0)
+    decision, state = recorded.rows[-1]
+    assert (decision.action, decision.weight, decision.score) == ("finalise", 100.0, None)
+    assert decision.evidence["flagger"]["phase"] == "Succeeded"
+    assert decision.evidence["before"] == {"phase": "promoted", "weight": 100.0}
+    assert state["phase"] == "finalised"
+    # the session judged its rollout: no decision hook says go any more
+    assert await hooks(base_url) == {
+        "pre-rollout": 503, "rollout": 503, "confirm-promotion": 503, "rollback": 409,
+    }  # fmt: skip
+    # Flagger retries a hook: the second call changes nothing and records nothing more
+    again, body = await post(f"{base_url}/{FINISH_HOOK}", FINISHED)
+    assert (again, body["reason"]) == (200, "already finalised")
+    assert [d.action for d, _ in recorded.rows] == ["finalise"]  # tick() records nothing
+
+
+async def test_post_rollout_mid_canary_stops_the_candidate_and_the_secondary(
+    base_url: str,
+) -> None:
+    controller = fresh(Recorded(), secondary=True)
+    rng = random.Random(2)
+    assert {controller.choose(rng.random()) for _ in range(1000)} == {
+        "primary", "candidate", "secondary",
+    }  # fmt: skip
+    status, _ = await post(f"{base_url}/{FINISH_HOOK}", {**PAYLOAD, "phase": "Failed"})
+    assert status == 200
+    assert {controller.choose(rng.random()) for _ in range(1000)} == {"primary"}
+    # answers after the end judge nothing
+    controller.observe(Observation("candidate", CLOCK.now + 1, {"error": 1.0}))
+    assert controller.snapshot()["requests"] == {}
+    CLOCK.now += 600
+    assert controller.tick() is None
+
+
+async def test_post_rollout_with_a_bad_payload_changes_nothing(base_url: str) -> None:
+    controller = fresh(Recorded())
+    status, body = await post(f"{base_url}/{FINISH_HOOK}", b"not json")
+    assert (status, body["reason"]) == (400, "bad webhook payload: body is not JSON")
+    assert controller.phase == "progressing"
+
+
+async def test_post_rollout_without_a_canary_behind_the_routes_is_refused() -> None:
+    with serving(Starlette(routes=flagger_routes(dict))) as url:
+        status, body = await post(f"{url}/{FINISH_HOOK}", FINISHED)
+    assert (status, body["reason"]) == (409, "servegate has no canary judgement here")

@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from servegate.canary.flagger import HOOKS, flagger_routes
+from servegate.canary.flagger import FINISH_HOOK, HOOKS, flagger_routes
 from servegate.canary.plan import parse_plan
 from servegate.cli.main import _register, cli
 
@@ -162,7 +162,7 @@ def test_flaggers_webhooks_point_at_the_routes_servegate_serves() -> None:
     [canary] = of_kind("Canary")
     [service] = of_kind("Service")
     hooks = canary["spec"]["analysis"]["webhooks"]
-    assert {h["type"] for h in hooks} == set(HOOKS)
+    assert {h["type"] for h in hooks} == {*HOOKS, FINISH_HOOK}
     for hook in hooks:
         url = urlparse(hook["url"])
         assert url.path in routes
