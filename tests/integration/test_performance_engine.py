@@ -77,3 +77,35 @@ def test_a_slow_candidate_fails_the_performance_gate_with_its_metric_and_interva
     [gate] = report["gates"]
     assert "E2EL P95" in gate["summary"]
     assert "bootstrap CI" in gate["summary"]
+
+
+# Chosen from a measurement of the clean engine on this machine (benchmarks/RESULTS.md, "Max
+# concurrency under SLO"): one request at a time, 4 output tokens, its E2EL stayed well under
+# this; the slow candidate waits SLOW_DELAY_MS before forwarding and between streamed events, so
+# none of its answers can finish under 1,200 ms whatever the load.
+CAPACITY_SLO = "e2el_ms=1000"
+
+
+@pytest.mark.timeout(120)
+def test_a_slow_candidate_serves_a_lower_concurrency_under_the_slo(
+    gate_cli: GateCli, clean_engine: RunningEngine, slow_engine: RunningEngine
+) -> None:
+    proc, report = gate_cli(
+        clean_engine, slow_engine, "--gates", "performance", "--perf-concurrency", "1",
+        "--perf-blocks", "1", "--perf-requests", "2", "--perf-output-tokens", "4",
+        "--slo", CAPACITY_SLO, "--capacity-concurrency", "1,2", "--capacity-requests", "6",
+    )  # fmt: skip
+    rows = {r["metric"]: r for r in report["performance"]}
+    row = rows["max concurrency under SLO"]
+    assert row["status"] == "fail", row
+    assert row["candidate"] == "none (< 1) (c1 0/6 missed; not run above c1)", row
+    assert not row["baseline"].startswith(("none", "not measured")), row
+    [gate] = report["gates"]
+    capacity = gate["details"]["capacity"]
+    assert capacity["slo"] == CAPACITY_SLO
+    first = capacity["baseline"]["steps"][0]
+    assert (first["concurrency"], first["sent"], first["met"]) == (1, 6, True)
+    [finding] = [f for f in gate["findings"] if f["probe"] == "max concurrency under SLO"]
+    message = finding["message"]
+    assert "at concurrency 1 the baseline met the SLO and the candidate did not" in message
+    assert proc.returncode == 1
