@@ -77,3 +77,39 @@ def test_a_slow_candidate_fails_the_performance_gate_with_its_metric_and_interva
     [gate] = report["gates"]
     assert "E2EL P95" in gate["summary"]
     assert "bootstrap CI" in gate["summary"]
+
+
+# Chosen from a measurement on this machine (benchmarks/RESULTS.md, "Max concurrency under SLO
+# in the gate"): at load average 6-7 the clean engine's TPOT with 4 output tokens stayed at
+# 49-62 ms (P50) and at most 106 ms at concurrency 1-4, while the slow candidate sleeps
+# SLOW_DELAY_MS (300) between streamed events, so none of its answers can meet 200 ms. TPOT,
+# not E2EL: queueing behind other processes moved the clean engine's E2EL from 1.5 to 11 s.
+CAPACITY_SLO = "tpot_ms=200"
+
+
+@pytest.mark.timeout(300)
+def test_a_slow_candidate_serves_a_lower_concurrency_under_the_slo(
+    gate_cli: GateCli, clean_engine: RunningEngine, slow_engine: RunningEngine
+) -> None:
+    # The smallest run that can decide: one block of one request, then a sweep of 1 and 2 with
+    # 4 requests a step (4 of 4 against 0 of 4: Fisher p 0.014). About 14 requests in all; the
+    # slow side's cost ~0.3 s x 7 events each is what makes this test take a minute.
+    proc, report = gate_cli(
+        clean_engine, slow_engine, "--gates", "performance", "--perf-concurrency", "1",
+        "--perf-blocks", "1", "--perf-requests", "1", "--perf-output-tokens", "4",
+        "--slo", CAPACITY_SLO, "--capacity-concurrency", "1,2", "--capacity-requests", "4",
+    )  # fmt: skip
+    rows = {r["metric"]: r for r in report["performance"]}
+    row = rows["max concurrency under SLO"]
+    assert row["status"] == "fail", row
+    assert row["candidate"] == "none (< 1) (c1 0/4 missed; not run above c1)", row
+    assert not row["baseline"].startswith(("none", "not measured")), row
+    [gate] = report["gates"]
+    capacity = gate["details"]["capacity"]
+    assert capacity["slo"] == CAPACITY_SLO
+    first = capacity["baseline"]["steps"][0]
+    assert (first["concurrency"], first["sent"], first["met"]) == (1, 4, True)
+    [finding] = [f for f in gate["findings"] if f["probe"] == "max concurrency under SLO"]
+    message = finding["message"]
+    assert "at concurrency 1 the baseline met the SLO and the candidate did not" in message
+    assert proc.returncode == 1

@@ -16,6 +16,7 @@ from servegate.cli.gate_resume import resumed_config
 from servegate.cli.report_files import checked, file_options, write
 from servegate.config.loader import ConfigError, load_policy, merge, read_gate_file, validate
 from servegate.config.models import GateConfig, Policy
+from servegate.config.slo import SLOError, parse_slo
 from servegate.endpoints.errors import EndpointError
 from servegate.reports.terminal import print_report
 from servegate.runner import GATE_ORDER, PreflightError, run
@@ -41,7 +42,15 @@ _OPTION_KEYS: dict[str, tuple[str, ...]] = {
     "hung_after_timeouts": ("hung_after",),
     "impossible_prompt_words": ("impossible_words",),
     "numerics_prompts": ("numerics_prompts",),
-    "performance": ("perf_concurrency", "perf_blocks", "perf_requests", "perf_output_tokens"),
+    "performance": (
+        "perf_concurrency",
+        "perf_blocks",
+        "perf_requests",
+        "perf_output_tokens",
+        "slo_text",
+        "capacity_concurrency",
+        "capacity_requests",
+    ),
     "run_dir": ("run_dir",),
     "log_patterns": ("log_patterns",),
     "policy": ("policy_path",),
@@ -51,6 +60,9 @@ _PERFORMANCE_KEYS = {
     "blocks": "perf_blocks",
     "requests_per_block": "perf_requests",
     "output_tokens": "perf_output_tokens",
+    "slo": "slo_text",
+    "capacity_concurrency": "capacity_concurrency",
+    "capacity_requests": "capacity_requests",
 }
 
 
@@ -89,6 +101,52 @@ def _given(param: str) -> bool:
     """Was this option given on the command line (not left at its default)?"""
     source = click.get_current_context().get_parameter_source(param)
     return source is ParameterSource.COMMANDLINE
+
+
+def _concurrencies(text: str) -> tuple[int, ...]:
+    """`1,2,4,8`: positive integers, ascending; anything else is a one-line usage error."""
+    values: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            value = int(part)
+        except ValueError:
+            fail(f"--capacity-concurrency: {part!r} is not an integer (e.g. 1,2,4,8)", EXIT_USAGE)
+        if value < 1:
+            fail(f"--capacity-concurrency: {value} is not a positive integer", EXIT_USAGE)
+        if values and value <= values[-1]:
+            fail(f"--capacity-concurrency: {text!r} must ascend (e.g. 1,2,4,8)", EXIT_USAGE)
+        values.append(value)
+    return tuple(values)
+
+
+def _performance(
+    concurrency: int,
+    blocks: int,
+    requests: int,
+    output_tokens: int,
+    slo_text: str | None,
+    capacity_concurrency: str | None,
+    capacity_requests: int | None,
+) -> dict[str, Any]:
+    """The performance settings from the command line; the capacity ones only when given, so
+    the configuration keeps its own defaults. A bad SLO or concurrency list fails here, before
+    anything is sent or written."""
+    out: dict[str, Any] = {
+        "concurrency": concurrency,
+        "blocks": blocks,
+        "requests_per_block": requests,
+        "output_tokens": output_tokens,
+    }
+    if slo_text is not None:
+        try:
+            out["slo"] = parse_slo(slo_text)
+        except SLOError as exc:
+            fail(f"--slo: {exc}", EXIT_USAGE)
+    if capacity_concurrency is not None:
+        out["capacity_concurrency"] = _concurrencies(capacity_concurrency)
+    if capacity_requests is not None:
+        out["capacity_requests"] = capacity_requests
+    return out
 
 
 def _gates(value: str) -> tuple[str, ...]:
@@ -247,6 +305,27 @@ def _gates(value: str) -> tuple[str, ...]:
     help="Performance gate: max_tokens of each (greedy, synthetic) request.",
 )
 @click.option(
+    "--slo",
+    "slo_text",
+    default=None,
+    metavar="SLO",
+    help="Performance gate: also find each side's max concurrency under this SLO, e.g. "
+    "ttft_ms=500,tpot_ms=50,e2el_ms=5000 (a sweep after the blocks; none without an SLO).",
+)
+@click.option(
+    "--capacity-concurrency",
+    default=None,
+    metavar="N,N,...",
+    help="Performance gate with --slo: the ascending concurrencies of the sweep "
+    "[default: 1,2,4,8].",
+)
+@click.option(
+    "--capacity-requests",
+    default=None,
+    type=click.IntRange(min=1, max=1024),
+    help="Performance gate with --slo: measured requests per sweep step and side [default: 16].",
+)
+@click.option(
     "--db",
     default=str(DEFAULT_DB),
     show_default=True,
@@ -319,6 +398,9 @@ def gate(
     perf_blocks: int,
     perf_requests: int,
     perf_output_tokens: int,
+    slo_text: str | None,
+    capacity_concurrency: str | None,
+    capacity_requests: int | None,
     db: str,
     no_store: bool,
     baseline_run: str | None,
@@ -360,6 +442,10 @@ def gate(
         gates = _gates(gate_names)
     except click.BadParameter as exc:
         fail(f"--gates: {exc.message}", EXIT_USAGE)
+    performance = _performance(
+        perf_concurrency, perf_blocks, perf_requests, perf_output_tokens, slo_text,
+        capacity_concurrency, capacity_requests,
+    )  # fmt: skip
     # Checked before the run, which can take half an hour: a bad path fails now.
     outputs = checked(
         {"json": json_path, "html": html_path, "markdown": markdown_path, "junit": junit_path}
@@ -391,12 +477,7 @@ def gate(
             "hung_after_timeouts": hung_after,
             "impossible_prompt_words": impossible_words,
             "numerics_prompts": numerics_prompts,
-            "performance": {
-                "concurrency": perf_concurrency,
-                "blocks": perf_blocks,
-                "requests_per_block": perf_requests,
-                "output_tokens": perf_output_tokens,
-            },
+            "performance": performance,
             "run_dir": run_dir,
             "log_patterns": log_patterns,
             "baseline_run": baseline_run,

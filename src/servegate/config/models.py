@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import shlex
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from servegate.config.slo import SLO, parse_slo
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 PositiveSeconds = Annotated[float, Field(gt=0.0)]
@@ -342,6 +345,20 @@ class Policy(_Frozen):
         "replica the floor is not measured and the limits are not widened.",
         ge=0.0,
     )
+    performance_aa_max: float = _key(
+        0.25,
+        "A/A deviation d",
+        "The largest A/A deviation d (see performance_aa_k) for which a performance metric is "
+        "judged at all: beyond it the baseline and its replica differ so much that the widened "
+        "limit has no teeth, and the metric is not measured (the gate inconclusive) instead of "
+        "passed. 0.25 keeps the widened latency limit at most 1.20 × 1.25 = 1.5× the "
+        "baseline's. Measured on the reference engine (2026-12-01, benchmarks/RESULTS.md, load "
+        "average 4-14): replicas differed by d 0.04-0.16 in two of three clean runs, which "
+        "stay judged, as does the slow-fault run (d ≤ 0.09, still a failure); the third run "
+        "(d 0.53 for TTFT, 0.45 E2EL, 0.32 throughput) is inconclusive under this key: its "
+        "TTFT limit had widened to 1.84×, so a candidate 80 % slower would have passed.",
+        ge=0.0,
+    )
     significance_alpha: float = _key(
         0.05,
         "p-value",
@@ -402,6 +419,39 @@ class PerformanceConfig(_Frozen):
     # Each side's Prometheus /metrics is scraped this often during its blocks (evidence, not
     # judged); None: not scraped.
     server_metrics_interval_s: float | None = Field(default=1.0, gt=0)
+    # Capacity under an SLO (opt-in: without an SLO no sweep runs, so default runs take no
+    # longer): after the blocks, one closed-loop step per concurrency on each side, sides
+    # interleaved per step; a side stops climbing after its first step that missed the SLO.
+    # In YAML and on the command line the SLO is the `ttft_ms=…,tpot_ms=…,e2el_ms=…` string.
+    slo: SLO | None = None
+    capacity_concurrency: tuple[Annotated[int, Field(ge=1, le=1024)], ...] = Field(
+        default=(1, 2, 4, 8), min_length=1, max_length=16
+    )
+    # Measured requests per step and side. A step is all the evidence the capacity check has at
+    # its concurrency: with 16, a candidate missing the SLO on 5 of 16 where the baseline missed
+    # none is significant (one-sided Fisher p 0.022; 4 of 16: p 0.051), and a sweep of 1, 2, 4,
+    # 8 stays at 64 requests a side. Fewer than 4 can never be significant (not measured).
+    capacity_requests: int = Field(default=16, ge=1, le=1024)
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _parse_slo(cls, value: Any) -> Any:
+        return parse_slo(value) if isinstance(value, str) else value
+
+    @field_validator("capacity_concurrency", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """`1,2,4,8` as a string too, as on the command line."""
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(","))
+        return value
+
+    @field_validator("capacity_concurrency")
+    @classmethod
+    def _ascending(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(b <= a for a, b in pairwise(value)):
+            raise ValueError(f"concurrencies must ascend, got {','.join(map(str, value))}")
+        return value
 
 
 class GateConfig(_Frozen):

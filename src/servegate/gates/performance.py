@@ -6,7 +6,9 @@ is recorded and every answer checked. `evaluate` (performance_judgement.py) comp
 and E2EL P95, output throughput and error rate with a Mann-Whitney test plus an effect band and
 a bootstrap interval of the ratio — widened by the baseline's own A/A deviation when a baseline
 replica ran the same blocks — and compares each side's answers under load with the same
-prompts answered alone, the baseline's own disagreement being the noise floor.
+prompts answered alone, the baseline's own disagreement being the noise floor. With an SLO
+(`performance.slo`) a capacity sweep follows, and the highest concurrency each side served
+within it is compared (performance_capacity.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 from collections.abc import Callable
 
 from servegate.config.models import GateConfig
+from servegate.config.slo import SLO
 from servegate.endpoints.protocol import Endpoint
 from servegate.gates.pair import EndpointPair
 from servegate.gates.performance_judgement import evaluate
@@ -24,33 +27,74 @@ from servegate.gates.performance_plan import (
     SIDES,
     AloneAnswer,
     Block,
+    CapacityStep,
     PerformanceEvidence,
+    all_timed_out,
     block_bounds,
     block_order,
+    capacity_bounds,
+    capacity_first_index,
     first_index,
     warmup_count,
     workload,
 )
 from servegate.load.arrival import closed_loop
+from servegate.load.bench import evaluate_step
 from servegate.load.driver import StepEvidence, run_step
-from servegate.load.metrics import TIMEOUT_CATEGORIES
 from servegate.load.server_metrics import endpoint_scrape
-from servegate.load.workload import synthetic_source
+from servegate.load.sweep import meets_slo
+from servegate.load.workload import WorkSource, synthetic_source
 
 __all__ = ["NAME", "PerformanceEvidence", "collect", "evaluate"]
 
 Progress = Callable[[int, int, str], None]
 
 
-def _all_timed_out(step: StepEvidence) -> bool:
-    errors = [x.completion.error for x in step.exchanges]
-    return bool(errors) and all(e is not None and e.category in TIMEOUT_CATEGORIES for e in errors)
+async def _sweep(
+    pair: EndpointPair,
+    cfg: GateConfig,
+    slo: SLO,
+    source: WorkSource,
+    stopped: dict[str, str],
+    step: Callable[[str], None],
+) -> tuple[CapacityStep, ...]:
+    """One closed-loop step per concurrency on each side, the side going first alternating.
+
+    A side stops climbing after its first step that missed the SLO (every step below it met
+    it), or once every request of a step timed out; a side stopped earlier in the gate is sent
+    nothing. The steps not sent say why, for `evaluate`."""
+    settings = cfg.performance
+    sides: dict[str, Endpoint] = {"baseline": pair.baseline, "candidate": pair.candidate}
+    halted = {name: (why, True) for name, why in stopped.items() if name in sides}
+    out: list[CapacityStep] = []
+    for j, n in enumerate(settings.capacity_concurrency):
+        for name in SIDES if j % 2 == 0 else SIDES[::-1]:
+            if name in halted:
+                why, hung = halted[name]
+                out.append(CapacityStep(name, n, None, why, hung))
+            else:
+                got = await run_step(
+                    pair.recording(sides[name], gate=NAME, probe=f"capacity:c{n}"),
+                    source,
+                    closed_loop(n),
+                    capacity_bounds(settings, n, cfg.request_deadline_s),
+                    first_index=capacity_first_index(settings, j),
+                )
+                out.append(CapacityStep(name, n, got))
+                if all_timed_out(got):
+                    why = f"not sent: every request of {name} at concurrency {n} timed out"
+                    halted[name] = (why, True)
+                elif meets_slo(evaluate_step(got, slo)) is False:
+                    halted[name] = (f"not sent: {name} missed the SLO at concurrency {n}", False)
+            step(f"{name} capacity c{n}")
+    return tuple(out)
 
 
 async def collect(
     pair: EndpointPair, cfg: GateConfig, *, progress: Progress | None = None
 ) -> PerformanceEvidence:
-    """Warm up each side, run the interleaved blocks, then the first block's prompts alone.
+    """Warm up each side, run the interleaved blocks, then the first block's prompts alone,
+    then (with an SLO) the capacity sweep.
 
     A side whose whole block timed out (or that an earlier gate found hung) is sent no further
     blocks; the evidence says so and `evaluate` judges what that means."""
@@ -69,7 +113,8 @@ async def collect(
     }
     order = block_order(settings.blocks, replica=pair.replica is not None)
     alone_n = min(settings.isolated_prompts, settings.requests_per_block)
-    total, done = len(order) + len(sides) + len(SIDES) * alone_n, 0
+    sweep_steps = len(SIDES) * len(settings.capacity_concurrency) if settings.slo else 0
+    total, done = len(order) + len(sides) + len(SIDES) * alone_n + sweep_steps, 0
 
     def step(label: str) -> None:
         nonlocal done
@@ -114,7 +159,7 @@ async def collect(
                 server_interval_s=every_s or 1.0,
             )
             blocks.append(Block(name, k, evidence))
-            if _all_timed_out(evidence):
+            if all_timed_out(evidence):
                 stopped[name] = f"not sent: every request of {name} block {k} timed out"
         step(f"{name} block {k}")
     # The replica's part is the A/A floor of the timings; agreement under load has its own floor
@@ -143,6 +188,9 @@ async def collect(
             strict=True,
         )
     )
+    capacity: tuple[CapacityStep, ...] = ()
+    if settings.slo is not None:
+        capacity = await _sweep(pair, cfg, settings.slo, source, stopped, step)
     return PerformanceEvidence(
         settings=settings,
         workload=spec,
@@ -153,4 +201,5 @@ async def collect(
         candidate_url=pair.candidate.base_url,
         model=pair.model,
         replica_url=None if pair.replica is None else pair.replica.base_url,
+        capacity=capacity,
     )

@@ -10,8 +10,9 @@ when latencies were tested per request, RESULTS.md). Too few samples is *not mea
 pass: TTFT, E2EL and the error rate are core, so the gate is then inconclusive. With a baseline
 replica measured in the same blocks, each limit widens by the baseline's own deviation from its
 replica (the A/A floor, `performance_aa_k`): two identical processes on a shared machine can differ
-for a whole run, and the candidate's ratio carries that difference too. Without one the report
-says the floor is not measured. Answers under load
+for a whole run, and the candidate's ratio carries that difference too; beyond
+`performance_aa_max` the widened limit has no teeth and the metric is not measured. Without one
+the report says the floor is not measured. Answers under load
 are checked twice: by the load checks (paired with the baseline's answer to the same request), and
 against the same prompt answered alone, judged against the baseline's own disagreement (the noise
 floor).
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from math import comb, isfinite
 
 from servegate.config.models import Policy
+from servegate.gates.performance_capacity import capacity_check, capacity_details
 from servegate.gates.performance_plan import (
     NAME,
     REPLICA,
@@ -31,6 +33,7 @@ from servegate.gates.performance_plan import (
     Block,
     PerformanceEvidence,
     SideLoad,
+    all_timed_out,
     side_load,
 )
 from servegate.gates.performance_under_load import agreement_under_load, load_checks
@@ -119,6 +122,18 @@ class AAFloor:
             f"limit widened {self.widen:.2f}× (performance_aa_k)"
         )
 
+    def too_noisy(self, policy: Policy) -> str | None:
+        """Why the metric cannot be judged: the baseline and its replica differ beyond
+        `performance_aa_max`; None when they do not (or the floor was not measured)."""
+        d = self.deviation
+        if d is None or d <= policy.performance_aa_max:
+            return None
+        return (
+            f"baseline and its replica differ by {_x(self.ratio)} (d = {d:.2f}) in the same "
+            f"blocks; the machine is too noisy to judge this metric (performance_aa_max "
+            f"{policy.performance_aa_max:g})"
+        )
+
     def details(self) -> dict[str, object]:
         ci = self.interval
         return {
@@ -180,6 +195,9 @@ def _latency(
     if few is not None:
         return not_measured(metric, title, few, core=core, row=row)
     floor = aa_floor(metric, bb, None if r is None else r.block_p95s(metric), policy)
+    noisy = floor.too_noisy(policy)
+    if noisy is not None:
+        return not_measured(metric, title, noisy, core=core, row=row)
     widened = (1 + allowed) * floor.widen - 1
     cls = classify(
         metric,
@@ -252,6 +270,9 @@ def _throughput(b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy) ->
     if few is not None:
         return not_measured(metric, title, few, row=row)
     floor = aa_floor(metric, bv, None if r is None else r.block_rates, policy)
+    noisy = floor.too_noisy(policy)
+    if noisy is not None:
+        return not_measured(metric, title, noisy, row=row)
     widened = 1 - (1 - allowed) / floor.widen
     cls = classify(
         metric,
@@ -376,7 +397,11 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     b, c = (side_load(ev, name) for name in SIDES)
     r = side_load(ev, REPLICA) if ev.replica_url is not None else None
     checks = [_latency(*spec, b, c, r, policy) for spec in LATENCIES]
-    checks += [_throughput(b, c, r, policy), _errors(b, c, policy), load_checks(ev, b, c, policy)]
+    checks.append(_throughput(b, c, r, policy))
+    capacity = capacity_check(ev, policy)
+    if capacity is not None:  # without an SLO the report shows why as evidence, not a check
+        checks.append(capacity)
+    checks += [_errors(b, c, policy), load_checks(ev, b, c, policy)]
     agreement, findings = agreement_under_load(ev, b, c, policy)
     checks.append(agreement)
     findings += [
@@ -400,6 +425,18 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
             )
             for why in ev.gave_up(s.name)
         ]
+        findings += [
+            Finding(
+                probe=f"capacity:c{cap.concurrency}",
+                category="hung",
+                severity=Severity.MAJOR,
+                side=s.name,
+                message=f"every request of the capacity step at concurrency {cap.concurrency} "
+                "timed out; no higher concurrency was sent",
+            )
+            for cap in ev.capacity
+            if cap.side == s.name and cap.step is not None and all_timed_out(cap.step)
+        ]
         if s.client_bound:
             findings.append(
                 Finding(
@@ -420,6 +457,7 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
         "workload": ev.workload.model_dump(mode="json"),
         "blocks": [_block_detail(blk) for blk in ev.blocks],
         "aa_floor": _floor_details(b, r, policy),
+        "capacity": capacity_details(ev),
     }
     metrics = _metrics((b, c) if r is None else (b, c, r)) | _server_values(servers)
     return gate_result(

@@ -8,7 +8,10 @@ over the run falls on both sides alike. With a baseline replica (a second baseli
 the same blocks as a third side, every order of the three taking its turn: the baseline against
 its replica is the A/A floor of each metric, measured on the same machine at the same times. The
 first block's prompts are then answered alone, one at a time, by baseline and candidate: the
-reference for correctness under load.
+reference for correctness under load. With an SLO, a capacity sweep follows: one closed-loop step
+per concurrency of `capacity_concurrency` on each side (step j sends indices C + j·Q … C + (j+1)·Q
+− 1 on either side, C the first index after the blocks, Q `capacity_requests`), the side that goes
+first alternating from step to step.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from servegate.config.models import PerformanceConfig
 from servegate.endpoints.types import Completion
 from servegate.load.bench import evaluate_step
 from servegate.load.driver import Exchange, StepBounds, StepEvidence
-from servegate.load.metrics import RequestMeasure, measure
+from servegate.load.metrics import TIMEOUT_CATEGORIES, RequestMeasure, measure
 from servegate.load.workload import SyntheticWorkload, WorkItem
 from servegate.stats.distribution import DistributionSummary
 
@@ -31,10 +34,14 @@ __all__ = [
     "SIDES",
     "AloneAnswer",
     "Block",
+    "CapacityStep",
     "PerformanceEvidence",
     "SideLoad",
+    "all_timed_out",
     "block_bounds",
     "block_order",
+    "capacity_bounds",
+    "capacity_first_index",
     "first_index",
     "in_flight_counts",
     "side_load",
@@ -92,6 +99,39 @@ def block_bounds(settings: PerformanceConfig, requests: int, deadline_s: float) 
     )
 
 
+def all_timed_out(step: StepEvidence) -> bool:
+    """Every measured request of the step timed out (or stalled): the side looks hung."""
+    errors = [x.completion.error for x in step.exchanges]
+    return bool(errors) and all(e is not None and e.category in TIMEOUT_CATEGORIES for e in errors)
+
+
+def capacity_first_index(settings: PerformanceConfig, step: int) -> int:
+    """The run-wide index of capacity step `step`'s first request (the same on both sides)."""
+    return first_index(settings, settings.blocks) + step * settings.capacity_requests
+
+
+def capacity_bounds(settings: PerformanceConfig, concurrency: int, deadline_s: float) -> StepBounds:
+    """No warm-up (the sides are warm after the blocks); ends by its request count unless the
+    server hangs, as a block does."""
+    requests = settings.capacity_requests
+    rounds = math.ceil(requests / concurrency)
+    return StepBounds(
+        requests=requests, duration_s=rounds * deadline_s, warmup=0, deadline_s=deadline_s
+    )
+
+
+@dataclass(frozen=True)
+class CapacityStep:
+    """One step of one side's capacity sweep: what its requests did, or why it was not sent
+    (`hung`: the side timed out on everything, here or earlier in the gate)."""
+
+    side: str
+    concurrency: int
+    step: StepEvidence | None
+    not_sent: str = ""
+    hung: bool = False
+
+
 @dataclass(frozen=True)
 class Block:
     """One block of one side: what its measured requests did, or why it was not sent."""
@@ -122,6 +162,7 @@ class PerformanceEvidence:
     candidate_url: str
     model: str | None
     replica_url: str | None = None  # a second baseline server ran the same blocks (A/A floor)
+    capacity: tuple[CapacityStep, ...] = ()  # the sweep in the order it ran; () without an SLO
 
     def side_blocks(self, side: str) -> list[StepEvidence]:
         """The measured blocks of `side` that were sent, by block number."""

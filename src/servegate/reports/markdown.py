@@ -1,9 +1,9 @@
 """The Markdown report: a GitHub step summary or PR comment, rendered from the one `Report`.
 
-Verdict first, then the gates, the Correctness Report, the findings that block, "Drift
-explained" and "Not measured". Nothing is judged here. Text from a server is made `plain` and
-then escaped once: in table cells and prose (`|`, backticks, Markdown punctuation, HTML), or
-shown in a fenced block longer than any backtick run it contains.
+Verdict first, then the gates, the Correctness Report, the Performance Report, the findings
+that block, "Drift explained" and "Not measured". Nothing is judged here. Text from a server is
+made `plain` and then escaped once: in table cells and prose (`|`, backticks, Markdown
+punctuation, HTML), or shown in a fenced block longer than any backtick run it contains.
 """
 
 from __future__ import annotations
@@ -114,6 +114,31 @@ def _correctness(report: Report) -> list[str]:
     return ["", "### Correctness Report", "", *_table(header, rows)]
 
 
+def _performance(report: Report) -> list[str]:
+    """Baseline vs candidate under load, then what was seen but not judged; nothing without
+    a performance gate that ran."""
+    if not report.performance and not report.performance_evidence:
+        return []
+    lines = ["", "### Performance Report", ""]
+    header = ("metric", "baseline", "candidate", "ratio", "CI", "threshold", "status")
+    lines += _table(
+        header,
+        [
+            (inline(r.metric), inline(r.baseline), inline(r.candidate), inline(r.ratio),
+             inline(r.interval), inline(r.threshold), _status(r.status))
+            for r in report.performance
+        ],
+    )  # fmt: skip
+    if report.performance_evidence:
+        rows = [
+            (inline(e.metric), inline(e.baseline), inline(e.candidate))
+            for e in report.performance_evidence
+        ]
+        evidence = _table(("metric", "baseline", "candidate"), rows)
+        lines += ["", "Under load, not judged:", "", *evidence]
+    return lines
+
+
 def _finding(gate: GateResult, f: Finding) -> list[str]:
     side = f" on the {inline(f.side)}" if f.side else ""
     lines = [
@@ -165,7 +190,7 @@ def _not_measured(report: Report) -> list[str]:
 
 def render_markdown(report: Report, *, max_chars: int = MAX_CHARS) -> str:
     """The whole report as GitHub-flavoured Markdown, at most about `max_chars` characters."""
-    lines = _head(report) + _gates(report) + _correctness(report)
+    lines = _head(report) + _gates(report) + _correctness(report) + _performance(report)
     blocking = [(g, f) for g in report.gates for f in g.findings if f.blocking]
     tail = _drift(report) + _not_measured(report)
     if blocking:

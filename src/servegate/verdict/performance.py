@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from servegate.load.correctness import DEFINITIONS as CHECK_DEFINITIONS
 from servegate.load.metrics import DEFINITIONS as METRIC_DEFINITIONS
 from servegate.load.server_metrics import GAUGES, ServerMetrics
+from servegate.load.sweep import ATTAINMENT
+from servegate.load.sweep import DEFINITION as SWEEP_DEFINITION
 from servegate.verdict.judgement import STATUS_OF
 from servegate.verdict.model import EvidenceRow, GateResult, PerformanceRow, Status
 
+CAPACITY_ROW = "max concurrency under SLO"
+NO_SLO = "not measured: no SLO set (performance.slo or --slo)"
 ROWS: dict[str, str] = {
     "ready time": "latency of a real 1-token completion after start-up (not /health), each side",
     "TTFT P95": METRIC_DEFINITIONS["ttft_ms"],
@@ -23,6 +27,10 @@ ROWS: dict[str, str] = {
     "E2EL P95": METRIC_DEFINITIONS["e2el_ms"],
     "throughput": METRIC_DEFINITIONS["output_tokens_per_s"] + ", per load block; the median "
     "block is compared",
+    CAPACITY_ROW: SWEEP_DEFINITION.format(share=ATTAINMENT)
+    + ", here each of the ascending concurrencies of performance.capacity_concurrency, "
+    "performance.capacity_requests requests a step and side; a side stops climbing after its "
+    "first missed step",
     "error rate": METRIC_DEFINITIONS["error_rate"],
     "answers checked under load": "answers that fail a load check: "
     + "; ".join(f"{k}: {CHECK_DEFINITIONS[k]}" for k in ("degenerate", "empty", "error_body")),
@@ -80,13 +88,24 @@ def _gauge_cell(server: ServerMetrics | None, key: str) -> str:
 
 
 def performance_evidence(results: Sequence[GateResult]) -> tuple[EvidenceRow, ...]:
-    """The server's own gauges under load, per side: one row per gauge when either side
-    exported one, else one row saying why neither was measured; none without a performance gate
-    that scraped."""
+    """What the performance gate saw but did not judge: the capacity row when no SLO was set
+    (saying so), and the server's own gauges under load, per side — one row per gauge when
+    either side exported one, else one row saying why neither was measured."""
     rows: list[EvidenceRow] = []
     for gate in results:
         if gate.name != "performance" or gate.status is Status.SKIP:
             continue
+        if gate.details.get("capacity", {}).get("not_measured") == NO_SLO:
+            # Opt-in, so no check: an unset SLO makes no run inconclusive, --strict included.
+            rows.append(
+                EvidenceRow(
+                    metric=CAPACITY_ROW,
+                    gate=gate.name,
+                    baseline=NO_SLO,
+                    candidate=NO_SLO,
+                    definition=ROWS[CAPACITY_ROW],
+                )
+            )
         b, c = _server(gate, "baseline"), _server(gate, "candidate")
         if b is None and c is None:
             continue
