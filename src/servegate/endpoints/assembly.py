@@ -66,28 +66,64 @@ class StreamAssembler:
             ) from None
         self._chunk(chunk, event)
 
+    def add_data(self, payloads: list[bytes | str], first_index: int, arrival_ns: int) -> None:
+        """Take consecutive events given by their data alone (see `sse.EventSink.add_data`).
+
+        Every streamed token passes here. The usual chat token chunk is read into `_PlainChunk`
+        and taken in this loop with `_chunk`'s quick-path outcome; any other event (role, finish,
+        usage, [DONE], errors, data that is not JSON) goes to `add` as the SSEEvent it stands for.
+        """
+        decode = _decode_plain
+        draft = self.draft
+        recorder = self._recorder
+        stamps = recorder.chunk_ns
+        counts = recorder.chunk_tokens
+        estimated = False
+        plain = self._chat
+        try:
+            for offset, data in enumerate(payloads):
+                if plain and not self.done:
+                    try:
+                        chunk = decode(data)
+                    except ValueError:  # not this shape (or not JSON): `add` decides
+                        pass
+                    else:
+                        choice = chunk.choices[0]
+                        if (
+                            choice.index == 0
+                            and chunk.usage is _ABSENT
+                            and chunk.error is _ABSENT
+                            and chunk.object != "error"
+                        ):
+                            self.events += 1
+                            model = chunk.model
+                            if type(model) is str:
+                                draft.model = model
+                            content = choice.delta.content
+                            if draft.content is None:
+                                draft.content = []
+                            draft.content.append(content)
+                            if content:  # no logprobs, no usage: one token, estimated
+                                stamps.append(arrival_ns)
+                                counts.append(1)
+                                estimated = True
+                            continue
+                text = data.decode("ascii") if isinstance(data, bytes) else data
+                self.add(SSEEvent(text, index=first_index + offset, arrival_ns=arrival_ns))
+        finally:
+            if estimated:
+                draft.flags.add("chunk_tokens_estimated")
+
     def _chunk(self, chunk: Any, event: SSEEvent) -> None:
-        # Every streamed token passes here. The usual chat token chunk (one choice 0 whose delta
-        # is only a content string, no logprobs, finish reason, usage or error) is taken here
-        # with the same outcome as the general path below; anything else goes that way.
+        # Every event that comes one by one passes here (`add_data` takes the usual run). The
+        # usual chat token chunk (one choice 0 whose delta is only a content string, no logprobs,
+        # finish reason, usage or error) is taken here with the same outcome as the general path
+        # below; anything else goes that way.
         if self._chat and type(chunk) is dict:
-            choices = chunk.get("choices")
-            if type(choices) is list and len(choices) == 1:
-                choice = choices[0]
-                if (
-                    type(choice) is dict
-                    and choice.get("logprobs") is None
-                    and choice.get("finish_reason") is None
-                    and choice.get("index", 0) == 0
-                    and "usage" not in chunk
-                    and "error" not in chunk
-                ):
-                    delta = choice.get("delta")
-                    if type(delta) is dict and len(delta) == 1:
-                        content = delta.get("content")
-                        if type(content) is str and chunk.get("object") != "error":
-                            self._content_chunk(chunk, content, event.arrival_ns)
-                            return
+            content = _plain_content(chunk)
+            if content is not None:
+                self._content_chunk(chunk, content, event.arrival_ns)
+                return
         self._checked_chunk(chunk, event)
 
     def _content_chunk(self, chunk: dict[str, Any], content: str, arrival_ns: int) -> None:
@@ -207,6 +243,55 @@ class StreamAssembler:
         return isinstance(text, str) and bool(text), tokens
 
 
+def _plain_content(chunk: dict[str, Any]) -> str | None:
+    """The content string of the usual chat token chunk (one choice 0 whose delta is only a
+    content string; no logprobs, finish reason, usage or error), else None."""
+    choices = chunk.get("choices")
+    if type(choices) is list and len(choices) == 1:
+        choice = choices[0]
+        if (
+            type(choice) is dict
+            and choice.get("logprobs") is None
+            and choice.get("finish_reason") is None
+            and choice.get("index", 0) == 0
+            and "usage" not in chunk
+            and "error" not in chunk
+        ):
+            delta = choice.get("delta")
+            if type(delta) is dict and len(delta) == 1:
+                content = delta.get("content")
+                if type(content) is str and chunk.get("object") != "error":
+                    return content
+    return None
+
+
+class _PlainDelta(msgspec.Struct, forbid_unknown_fields=True):
+    content: str
+
+
+class _PlainChoice(msgspec.Struct):
+    delta: _PlainDelta
+    index: int = 0
+    logprobs: None = None
+    finish_reason: None = None
+
+
+class _PlainChunk(msgspec.Struct):
+    """The usual chat token chunk as `_plain_content` takes it, read without building its dicts:
+    exactly one choice, whose delta is only a content string, no logprobs or finish reason. What
+    msgspec gives for these fields is what the dict decoder gives (last duplicate key wins, other
+    keys ignored); presence of `usage` or `error` (null included) and index, object and model are
+    checked after. Any other shape fails to decode here and takes the general path."""
+
+    choices: tuple[_PlainChoice]
+    model: Any = msgspec.UNSET
+    object: Any = msgspec.UNSET
+    usage: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+
+
+_ABSENT = msgspec.UNSET
+_decode_plain = msgspec.json.Decoder(_PlainChunk).decode
 _decode = msgspec.json.Decoder().decode
 
 
