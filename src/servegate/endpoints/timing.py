@@ -55,6 +55,8 @@ def itl_per_chunk_ms(timing: Timing) -> tuple[float, ...]:
 def itl_per_token_ms(timing: Timing) -> tuple[float, ...]:
     """Each chunk gap divided evenly over the tokens that chunk carried, one value per token."""
     stamps, counts = timing.token_chunk_ns, timing.token_chunk_tokens
+    if max(counts[1 : len(stamps)], default=1) <= 1:
+        return itl_per_chunk_ms(timing)  # one token per chunk: x / 1 is x, the same floats
     values: list[float] = []
     for i in range(1, len(stamps)):
         tokens = max(counts[i], 1) if i < len(counts) else 1
