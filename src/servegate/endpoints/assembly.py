@@ -8,7 +8,8 @@ cumulative `usage.completion_tokens`, else 1 (flagged `chunk_tokens_estimated`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from itertools import repeat
+from typing import Any, Literal
 
 import msgspec
 
@@ -70,49 +71,57 @@ class StreamAssembler:
         """Take consecutive events given by their data alone (see `sse.EventSink.add_data`).
 
         Every streamed token passes here. The usual chat token chunk is read into `_PlainChunk`
-        and taken in this loop with `_chunk`'s quick-path outcome; any other event (role, finish,
-        usage, [DONE], errors, data that is not JSON) goes to `add` as the SSEEvent it stands for.
+        (which checks in C what `_chunk`'s quick path checks) and taken in this loop with that
+        path's outcome, its stamps and counts settled in one go; any other event (role, finish,
+        usage, [DONE], logprobs, errors, data that is not JSON) goes to `add` as the SSEEvent it
+        stands for, after what came before it is settled.
         """
         decode = _decode_plain
         draft = self.draft
-        recorder = self._recorder
-        stamps = recorder.chunk_ns
-        counts = recorder.chunk_tokens
-        estimated = False
-        plain = self._chat
+        parts = draft.content
+        plain = self._chat and not self.done
+        taken = tokens = 0  # events taken and token chunks among them, not yet settled
+        model: str | msgspec.UnsetType = msgspec.UNSET
         try:
             for offset, data in enumerate(payloads):
-                if plain and not self.done:
+                if plain:
                     try:
                         chunk = decode(data)
                     except ValueError:  # not this shape (or not JSON): `add` decides
                         pass
                     else:
-                        choice = chunk.choices[0]
-                        if (
-                            choice.index == 0
-                            and chunk.usage is _ABSENT
-                            and chunk.error is _ABSENT
-                            and chunk.object != "error"
-                        ):
-                            self.events += 1
+                        taken += 1
+                        if chunk.model is not msgspec.UNSET:
                             model = chunk.model
-                            if type(model) is str:
-                                draft.model = model
-                            content = choice.delta.content
-                            if draft.content is None:
-                                draft.content = []
-                            draft.content.append(content)
-                            if content:  # no logprobs, no usage: one token, estimated
-                                stamps.append(arrival_ns)
-                                counts.append(1)
-                                estimated = True
-                            continue
+                        content = chunk.choices[0].delta.content
+                        if parts is None:
+                            parts = draft.content = []
+                        parts.append(content)
+                        if content:  # no logprobs, no usage: one token, estimated
+                            tokens += 1
+                        continue
+                self._settle(taken, tokens, model, arrival_ns)
+                taken = tokens = 0
+                model = msgspec.UNSET
                 text = data.decode("ascii") if isinstance(data, bytes) else data
                 self.add(SSEEvent(text, index=first_index + offset, arrival_ns=arrival_ns))
+                plain = self._chat and not self.done
+                parts = draft.content
         finally:
-            if estimated:
-                draft.flags.add("chunk_tokens_estimated")
+            self._settle(taken, tokens, model, arrival_ns)
+
+    def _settle(
+        self, taken: int, tokens: int, model: str | msgspec.UnsetType, arrival_ns: int
+    ) -> None:
+        """What `taken` quick-path events with `tokens` token chunks leave behind: `add` would
+        have counted each, kept the last model string, stamped each token chunk with one token."""
+        self.events += taken
+        if not isinstance(model, msgspec.UnsetType):
+            self.draft.model = model
+        if tokens:
+            self._recorder.chunk_ns.extend(repeat(arrival_ns, tokens))
+            self._recorder.chunk_tokens.extend(repeat(1, tokens))
+            self.draft.flags.add("chunk_tokens_estimated")
 
     def _chunk(self, chunk: Any, event: SSEEvent) -> None:
         # Every event that comes one by one passes here (`add_data` takes the usual run). The
@@ -271,26 +280,26 @@ class _PlainDelta(msgspec.Struct, forbid_unknown_fields=True):
 
 class _PlainChoice(msgspec.Struct):
     delta: _PlainDelta
-    index: int = 0
+    index: Literal[0] = 0
     logprobs: None = None
     finish_reason: None = None
 
 
 class _PlainChunk(msgspec.Struct):
-    """The usual chat token chunk as `_plain_content` takes it, read without building its dicts:
-    exactly one choice, whose delta is only a content string, no logprobs or finish reason. What
-    msgspec gives for these fields is what the dict decoder gives (last duplicate key wins, other
-    keys ignored); presence of `usage` or `error` (null included) and index, object and model are
-    checked after. Any other shape fails to decode here and takes the general path."""
+    """The usual chat token chunk exactly as `_plain_content` takes it, checked by msgspec
+    without building its dicts: one choice of index 0 whose delta is only a content string, no
+    logprobs or finish reason, no `usage` or `error` key (null included), a string model if any.
+    msgspec reads these fields as the dict decoder does (escaped key names, last duplicate key
+    wins, other keys ignored). Whatever it refuses (an `object` other than a chat chunk's, too)
+    takes the general path, which decides as before."""
 
     choices: tuple[_PlainChoice]
-    model: Any = msgspec.UNSET
-    object: Any = msgspec.UNSET
-    usage: Any = msgspec.UNSET
-    error: Any = msgspec.UNSET
+    model: str | msgspec.UnsetType = msgspec.UNSET
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    usage: msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.UnsetType = msgspec.UNSET
 
 
-_ABSENT = msgspec.UNSET
 _decode_plain = msgspec.json.Decoder(_PlainChunk).decode
 _decode = msgspec.json.Decoder().decode
 

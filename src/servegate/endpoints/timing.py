@@ -9,9 +9,10 @@ Definitions (DESIGN.md, "Metric definitions"):
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import sub, truediv
 
 from servegate.endpoints.types import Completion, Timing
 
@@ -49,7 +50,8 @@ class TimingRecorder:
 def itl_per_chunk_ms(timing: Timing) -> tuple[float, ...]:
     """Gaps between consecutive token-carrying chunks, in milliseconds."""
     stamps = timing.token_chunk_ns
-    return tuple((b - a) / 1e6 for a, b in itertools.pairwise(stamps))
+    # (b - a) / 1e6 for each neighbouring pair, as C calls (every request's chunks pass here)
+    return tuple(map(truediv, map(sub, stamps[1:], stamps), repeat(1e6)))
 
 
 def itl_per_token_ms(timing: Timing) -> tuple[float, ...]:
