@@ -792,6 +792,7 @@ def run_all(cfg: RunConfig) -> dict[str, Any]:
         }
         results[scenario.name] = {
             "per_rep_x_raw_count_rps": per_rep if counting else {},
+            "reps": per_kind,  # every repetition's numbers, in the order they ran
             "scenario": asdict(scenario),
             "clients": {
                 k: (median_of(v) if all("failed_to_run" not in r for r in v) else v[0])
