@@ -332,6 +332,7 @@ async def drive_bench(args: argparse.Namespace) -> dict[str, Any]:
 BENCH_KINDS = ("servegate-bench", "servegate-bench-w2")
 WORKERS = {"servegate-bench-w2": 2}
 BEFORE = "@before"  # e.g. servegate-bench@before: that client from --before-src
+UVLOOP = "+uvloop"  # e.g. raw-count+uvloop: that client on uvloop's event loop
 BOTH_CORES = "0,1"  # a second client process has no core of its own on this 2-core machine
 
 
@@ -374,7 +375,13 @@ def load_main(args: argparse.Namespace) -> None:
         sampler.start()
     if profiler:
         profiler.enable()
-    result = asyncio.run(drive_bench(args) if args.kind in BENCH_KINDS else drive(args))
+    main = drive_bench(args) if args.kind in BENCH_KINDS else drive(args)
+    if args.loop == "uvloop":
+        import uvloop  # a dependency of servegate's proxy
+
+        result = uvloop.run(main)
+    else:
+        result = asyncio.run(main)
     if profiler:
         profiler.disable()
         profiler.dump_stats(args.cprofile)
@@ -443,10 +450,26 @@ def parse_cost_main(args: argparse.Namespace) -> None:
                     if choices and choices[0]["delta"].get("content"):
                         pass
 
-        stages = (
+        def fused_whole() -> None:  # what reception does now: no SSEEvent per plain event
+            SSEParser().feed_into(body, 1, StreamAssembler(TimingRecorder(), chat=True))
+
+        def fused_each() -> None:
+            parser = SSEParser()
+            assembler = StreamAssembler(TimingRecorder(), chat=True)
+            for event in events:
+                parser.feed_into(event, 1, assembler)
+
+        stages: tuple[tuple[str, Callable[[], None]], ...] = (
             ("servegate SSEParser.feed, whole body in one chunk", feed_whole),
             ("servegate SSEParser.feed, one event per chunk", feed_each),
             ("servegate StreamAssembler.add (json.loads included)", assemble),
+        )
+        if hasattr(SSEParser, "feed_into"):  # absent in trees before the fused intake
+            stages += (
+                ("servegate feed_into + add_data, whole body (fused)", fused_whole),
+                ("servegate feed_into + add_data, one event per chunk", fused_each),
+            )
+        stages += (
             ("  json.loads alone", json_only),
             ("raw client loop (split + json.loads)", raw_loop),
         )
@@ -656,7 +679,7 @@ def run_load(cfg: RunConfig, scenario: Scenario, kind: str, url: str, tag: str) 
         cmd = [
             "taskset", "-c", BOTH_CORES if kind in WORKERS else CLIENT_CORE,
             sys.executable, str(Path(__file__).resolve()), "load",
-            "--kind", kind.removesuffix(BEFORE), "--url", url,
+            "--kind", kind.removesuffix(UVLOOP).removesuffix(BEFORE), "--url", url,
             "--concurrency", str(scenario.concurrency),
             "--tokens", str(scenario.tokens), "--max-requests", str(cfg.max_requests),
             "--max-seconds", str(scenario.max_seconds or cfg.max_seconds),
@@ -664,8 +687,11 @@ def run_load(cfg: RunConfig, scenario: Scenario, kind: str, url: str, tag: str) 
         ]  # fmt: skip
         if scenario.logprobs:
             cmd.append("--logprobs")
+        if kind.endswith(UVLOOP):
+            cmd += ["--loop", "uvloop"]
         env = None
-        if kind.endswith(BEFORE):  # the same client from an older tree (an A/B in one run)
+        # KIND@before: the same client from an older tree (an A/B in one run)
+        if kind.removesuffix(UVLOOP).endswith(BEFORE):
             assert cfg.before_src, f"{kind} needs --before-src"
             env = {**os.environ, "PYTHONPATH": cfg.before_src}
         subprocess.run(cmd, check=True, timeout=cfg.max_seconds + 120, env=env)
@@ -753,7 +779,20 @@ def run_all(cfg: RunConfig) -> dict[str, Any]:
                     per_kind[kind].append(metrics)
         finally:
             server.stop()
+        # each repetition's clients ran back to back: their ratio in one repetition is the
+        # reading that drift between repetitions does not move
+        counting = per_kind.get("raw-count", [])
+        per_rep = {
+            kind: [
+                round(m["rps"] / c["rps"], 3)
+                for m, c in zip(reps, counting, strict=False)
+                if m.get("rps") and c.get("rps")
+            ]
+            for kind, reps in per_kind.items()
+        }
         results[scenario.name] = {
+            "per_rep_x_raw_count_rps": per_rep if counting else {},
+            "reps": per_kind,  # every repetition's numbers, in the order they ran
             "scenario": asdict(scenario),
             "clients": {
                 k: (median_of(v) if all("failed_to_run" not in r for r in v) else v[0])
@@ -778,14 +817,22 @@ def markdown(results: dict[str, Any]) -> str:
         "### Capacity: ITL = 0, TTFT = 0, 64 tokens per request, 1 token per event",
         "",
         "| concurrency | client | req/s | output tok/s | % of raw req/s | "
-        "client CPU s / 1000 req | req per client CPU-s | % of raw per CPU-s | failed | load avg |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "client CPU s / 1000 req | req per client CPU-s | % of raw per CPU-s | "
+        "× raw-count req/s | × raw-count per CPU-s | failed | load avg |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def ratio(m: dict[str, Any], ref: dict[str, Any], key: str, *, inverse: bool = False) -> str:
+        if not ref.get(key) or not m.get(key):
+            return "–"
+        return f"{(ref[key] / m[key] if inverse else m[key] / ref[key]):.2f}"
+
     for name, res in results.items():
         if not name.startswith("capacity"):
             continue
         clients = res["clients"]
         raw = clients.get("raw", {})
+        counting = clients.get("raw-count", {})
         for kind, m in clients.items():
             if "failed_to_run" in m:
                 lines.append(f"| {res['scenario']['concurrency']} | {kind} | did not run |||||||")
@@ -800,8 +847,17 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"| {res['scenario']['concurrency']} | {kind} | {fmt(m['rps'], 0)} | "
                 f"{fmt(m['tokens_per_s'], 0)} | {share} | {fmt(m['cpu_s_per_1000'])} | "
-                f"{fmt(per_cpu, 0)} | {cpu_share} | {fmt(m['failed'])} | "
+                f"{fmt(per_cpu, 0)} | {cpu_share} | {ratio(m, counting, 'rps')} | "
+                f"{ratio(m, counting, 'cpu_s_per_1000', inverse=True)} | {fmt(m['failed'])} | "
                 f"{fmt(m['loadavg_1m'], 1)} |"
+            )
+    for name, res in results.items():
+        per_rep = res.get("per_rep_x_raw_count_rps") or {}
+        if name.startswith("capacity") and per_rep:
+            lines.append("")
+            lines.append(
+                f"{name}, × raw-count req/s in each repetition: "
+                + "; ".join(f"{k} {', '.join(f'{r:.2f}' for r in v)}" for k, v in per_rep.items())
             )
     for name, title in (
         ("accuracy-c256", "Accuracy: 256 streams, TTFT = 50 ms, ITL = 5 ms, 64 tokens, role chunk"),
@@ -901,7 +957,11 @@ def main() -> None:
     run.add_argument("--guidellm", help="guidellm executable (its own venv)")
     run.add_argument("--tokenizer", help="local tokenizer directory for guidellm")
     run.add_argument("--only", nargs="*", help="scenario names")
-    run.add_argument("--kinds", nargs="*", help="client kinds (KIND@before: from --before-src)")
+    run.add_argument(
+        "--kinds",
+        nargs="*",
+        help="client kinds (KIND@before: from --before-src; KIND+uvloop: on uvloop's loop)",
+    )
     run.add_argument("--before-src", help="src/ of an older tree, for KIND@before")
     run.add_argument("--out", help="JSON report path (tables go next to it as .md)")
     load = sub.add_parser("load", help="one client load; normally started by `run`")
@@ -917,6 +977,7 @@ def main() -> None:
     load.add_argument("--cprofile", help="write cProfile stats of the load here")
     load.add_argument("--workers", type=int, default=1, help="servegate-bench: processes")
     load.add_argument("--pyinstrument", help="write a pyinstrument text profile here")
+    load.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     cost = sub.add_parser("parse-cost", help="per-event CPU of each intake stage, in process")
     cost.add_argument("--number", type=int, default=300)
     args = parser.parse_args()

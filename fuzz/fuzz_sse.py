@@ -2,7 +2,8 @@
 
 Properties: arbitrary bytes, cut anywhere, either parse to the same events or fail with the same
 FaultError category — never another exception; arbitrary event data fed to the assembler either
-assembles or raises FaultError. Run standalone:
+assembles or raises FaultError; the fused intake (`feed_into`, `add_data`) assembles arbitrary
+bytes, cut anywhere, exactly as `feed` and `add` do. Run standalone:
 
     python fuzz/fuzz_sse.py --examples 20000 [--seed 1]
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from servegate.endpoints.assembly import StreamAssembler
 from servegate.endpoints.errors import FaultError
-from servegate.endpoints.sse import SSEEvent, SSEParser
+from servegate.endpoints.sse import SSEEvent, SSEFaultError, SSEParser
 from servegate.endpoints.timing import TimingRecorder
 
 ATOMS = [
@@ -62,6 +63,38 @@ def check_assembly(payloads: list[Any], chat: bool) -> None:
             return
 
 
+def intake(data: bytes, cuts: list[int], cap: int, *, fused: bool) -> tuple[Any, ...]:
+    """What a stream's reader is left with, by the fused or the event-by-event intake."""
+    parser = SSEParser(max_event_bytes=cap)
+    recorder = TimingRecorder(sent_ns=0)
+    assembler = StreamAssembler(recorder, chat=True)
+    edges = [0, *sorted({c % (len(data) + 1) for c in cuts} - {0, len(data)}), len(data)]
+    fault = None
+    try:
+        for arrival, (start, end) in enumerate(itertools.pairwise(edges), start=1):
+            if start == end:
+                continue
+            if fused:
+                parser.feed_into(data[start:end], arrival, assembler)
+                continue
+            try:
+                events = parser.feed(data[start:end], arrival)
+            except SSEFaultError as exc:
+                for event in exc.events:
+                    assembler.add(event)
+                raise
+            for event in events:
+                assembler.add(event)
+    except FaultError as exc:
+        fault = (exc.category, exc.message)
+    timing = (recorder.chunk_ns, recorder.chunk_tokens, recorder.done_ns)
+    return assembler.draft, assembler.done, assembler.events, timing, fault
+
+
+def check_fused(data: bytes, cuts: list[int], cap: int) -> None:
+    assert intake(data, cuts, cap, fused=True) == intake(data, cuts, cap, fused=False), (data, cuts)
+
+
 keys = st.sampled_from(["index", "id", "function", "name", "arguments", "message", "content", "x"])
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2, 3) | st.floats() | st.text(max_size=4),
@@ -100,6 +133,9 @@ def run(examples: int, seed_value: int | None = None) -> None:
             streams, st.lists(st.integers(0, 10_000), max_size=10), st.sampled_from([8, 64, 4096])
         )(check_chunking),
         given(payloads, st.booleans())(check_assembly),
+        given(
+            streams, st.lists(st.integers(0, 10_000), max_size=10), st.sampled_from([8, 64, 4096])
+        )(check_fused),
     ]
     for test in tests:
         test = config(test)

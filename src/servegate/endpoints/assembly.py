@@ -8,7 +8,8 @@ cumulative `usage.completion_tokens`, else 1 (flagged `chunk_tokens_estimated`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from itertools import repeat
+from typing import Any, Literal
 
 import msgspec
 
@@ -66,28 +67,72 @@ class StreamAssembler:
             ) from None
         self._chunk(chunk, event)
 
+    def add_data(self, payloads: list[bytes | str], first_index: int, arrival_ns: int) -> None:
+        """Take consecutive events given by their data alone (see `sse.EventSink.add_data`).
+
+        Every streamed token passes here. The usual chat token chunk is read into `_PlainChunk`
+        (which checks in C what `_chunk`'s quick path checks) and taken in this loop with that
+        path's outcome, its stamps and counts settled in one go; any other event (role, finish,
+        usage, [DONE], logprobs, errors, data that is not JSON) goes to `add` as the SSEEvent it
+        stands for, after what came before it is settled.
+        """
+        decode = _decode_plain
+        draft = self.draft
+        parts = draft.content
+        plain = self._chat and not self.done
+        taken = tokens = 0  # events taken and token chunks among them, not yet settled
+        model: str | msgspec.UnsetType = msgspec.UNSET
+        try:
+            for offset, data in enumerate(payloads):
+                if plain:
+                    try:
+                        chunk = decode(data)
+                    except ValueError:  # not this shape (or not JSON): `add` decides
+                        pass
+                    else:
+                        taken += 1
+                        if chunk.model is not msgspec.UNSET:
+                            model = chunk.model
+                        content = chunk.choices[0].delta.content
+                        if parts is None:
+                            parts = draft.content = []
+                        parts.append(content)
+                        if content:  # no logprobs, no usage: one token, estimated
+                            tokens += 1
+                        continue
+                self._settle(taken, tokens, model, arrival_ns)
+                taken = tokens = 0
+                model = msgspec.UNSET
+                text = data.decode("ascii") if isinstance(data, bytes) else data
+                self.add(SSEEvent(text, index=first_index + offset, arrival_ns=arrival_ns))
+                plain = self._chat and not self.done
+                parts = draft.content
+        finally:
+            self._settle(taken, tokens, model, arrival_ns)
+
+    def _settle(
+        self, taken: int, tokens: int, model: str | msgspec.UnsetType, arrival_ns: int
+    ) -> None:
+        """What `taken` quick-path events with `tokens` token chunks leave behind: `add` would
+        have counted each, kept the last model string, stamped each token chunk with one token."""
+        self.events += taken
+        if not isinstance(model, msgspec.UnsetType):
+            self.draft.model = model
+        if tokens:
+            self._recorder.chunk_ns.extend(repeat(arrival_ns, tokens))
+            self._recorder.chunk_tokens.extend(repeat(1, tokens))
+            self.draft.flags.add("chunk_tokens_estimated")
+
     def _chunk(self, chunk: Any, event: SSEEvent) -> None:
-        # Every streamed token passes here. The usual chat token chunk (one choice 0 whose delta
-        # is only a content string, no logprobs, finish reason, usage or error) is taken here
-        # with the same outcome as the general path below; anything else goes that way.
+        # Every event that comes one by one passes here (`add_data` takes the usual run). The
+        # usual chat token chunk (one choice 0 whose delta is only a content string, no logprobs,
+        # finish reason, usage or error) is taken here with the same outcome as the general path
+        # below; anything else goes that way.
         if self._chat and type(chunk) is dict:
-            choices = chunk.get("choices")
-            if type(choices) is list and len(choices) == 1:
-                choice = choices[0]
-                if (
-                    type(choice) is dict
-                    and choice.get("logprobs") is None
-                    and choice.get("finish_reason") is None
-                    and choice.get("index", 0) == 0
-                    and "usage" not in chunk
-                    and "error" not in chunk
-                ):
-                    delta = choice.get("delta")
-                    if type(delta) is dict and len(delta) == 1:
-                        content = delta.get("content")
-                        if type(content) is str and chunk.get("object") != "error":
-                            self._content_chunk(chunk, content, event.arrival_ns)
-                            return
+            content = _plain_content(chunk)
+            if content is not None:
+                self._content_chunk(chunk, content, event.arrival_ns)
+                return
         self._checked_chunk(chunk, event)
 
     def _content_chunk(self, chunk: dict[str, Any], content: str, arrival_ns: int) -> None:
@@ -207,6 +252,55 @@ class StreamAssembler:
         return isinstance(text, str) and bool(text), tokens
 
 
+def _plain_content(chunk: dict[str, Any]) -> str | None:
+    """The content string of the usual chat token chunk (one choice 0 whose delta is only a
+    content string; no logprobs, finish reason, usage or error), else None."""
+    choices = chunk.get("choices")
+    if type(choices) is list and len(choices) == 1:
+        choice = choices[0]
+        if (
+            type(choice) is dict
+            and choice.get("logprobs") is None
+            and choice.get("finish_reason") is None
+            and choice.get("index", 0) == 0
+            and "usage" not in chunk
+            and "error" not in chunk
+        ):
+            delta = choice.get("delta")
+            if type(delta) is dict and len(delta) == 1:
+                content = delta.get("content")
+                if type(content) is str and chunk.get("object") != "error":
+                    return content
+    return None
+
+
+class _PlainDelta(msgspec.Struct, forbid_unknown_fields=True):
+    content: str
+
+
+class _PlainChoice(msgspec.Struct):
+    delta: _PlainDelta
+    index: Literal[0] = 0
+    logprobs: None = None
+    finish_reason: None = None
+
+
+class _PlainChunk(msgspec.Struct):
+    """The usual chat token chunk exactly as `_plain_content` takes it, checked by msgspec
+    without building its dicts: one choice of index 0 whose delta is only a content string, no
+    logprobs or finish reason, no `usage` or `error` key (null included), a string model if any.
+    msgspec reads these fields as the dict decoder does (escaped key names, last duplicate key
+    wins, other keys ignored). Whatever it refuses (an `object` other than a chat chunk's, too)
+    takes the general path, which decides as before."""
+
+    choices: tuple[_PlainChoice]
+    model: str | msgspec.UnsetType = msgspec.UNSET
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    usage: msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.UnsetType = msgspec.UNSET
+
+
+_decode_plain = msgspec.json.Decoder(_PlainChunk).decode
 _decode = msgspec.json.Decoder().decode
 
 

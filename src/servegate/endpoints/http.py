@@ -34,6 +34,7 @@ from servegate.endpoints.transport import TimeoutConfig, transport_fault
 from servegate.endpoints.types import Completion, Embeddings, RawResponse
 
 R = TypeVar("R")
+MAX_KEPT_URLS = 32  # joined request URLs kept per endpoint (raw() may be asked for any path)
 Retryable = TypeVar("Retryable", Completion, Embeddings)
 
 
@@ -67,6 +68,7 @@ class OpenAIEndpoint:
             self._headers["Authorization"] = f"Bearer {key}"
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._urls: dict[str, URL] = {}
 
     def __repr__(self) -> str:
         return f"OpenAIEndpoint(name={self._name!r}, base_url={self.base_url!r})"
@@ -224,9 +226,14 @@ class OpenAIEndpoint:
         return reception.fail(error, recorder), headers
 
     def _url(self, path: str) -> URL:
+        url = self._urls.get(path)
+        if url is not None:
+            return url  # joined and checked before: every generation request asks this again
         url = self._base.join(URL(path.lstrip("/")))
         if url.origin() != self._base.origin():
             raise EndpointError(f"path {path!r} leaves the endpoint's origin")
+        if len(self._urls) < MAX_KEPT_URLS:
+            self._urls[path] = url
         return url
 
     def _session_now(self) -> aiohttp.ClientSession:

@@ -136,16 +136,18 @@ class CompletionReception:
                     data, arrival = await reader.chunk(
                         self._timeouts.done_grace_s if assembler.done else None
                     )
+                    if data:
+                        parser.feed_into(data, arrival, assembler)
+                        continue
                     try:
-                        events = parser.feed(data, arrival) if data else parser.close(arrival)
+                        events = parser.close(arrival)
                     except SSEFaultError as exc:
                         for event in exc.events:
                             assembler.add(event)
                         raise
                     for event in events:
                         assembler.add(event)
-                    if not data:
-                        break
+                    break
         except FaultError:
             if not assembler.done:
                 raise

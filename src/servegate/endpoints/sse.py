@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from servegate.endpoints.errors import ErrorCategory, FaultError
 
@@ -43,6 +44,21 @@ class SSEFaultError(FaultError):
     def __init__(self, fault: FaultError, events: list[SSEEvent]) -> None:
         super().__init__(fault.category, fault.message)
         self.events = events
+
+
+class EventSink(Protocol):
+    """Where `SSEParser.feed_into` hands events, in stream order."""
+
+    def add(self, event: SSEEvent) -> None:
+        """One event as `feed` would return it."""
+        ...
+
+    def add_data(self, payloads: list[bytes | str], first_index: int, arrival_ns: int) -> None:
+        """Consecutive events that were each one `data:` line and nothing else, given as that line's
+        value: bytes when ASCII (what the line held, one leading space removed), else the decoded
+        str. Each stands for `SSEEvent(value, index=first_index + i, arrival_ns=arrival_ns)` with
+        the parser's `last_event_id` as `id` (the str of the bytes: `value.decode("ascii")`)."""
+        ...
 
 
 class SSEParser:
@@ -76,6 +92,91 @@ class SSEParser:
         except FaultError as exc:
             raise SSEFaultError(exc, events) from exc
         return events
+
+    def feed_into(self, chunk: bytes, arrival_ns: int, sink: EventSink) -> None:
+        """`feed`, with the completed events handed to `sink` as they come instead of returned.
+
+        The same events in the same order, and the same faults (SSEFaultError, raised after the
+        sink took the events before the fault). A run of events that are one `data:` line each
+        (every event of an OpenAI stream) goes to `sink.add_data` as a list of line values, with
+        no SSEEvent built for them; anything else takes `feed`'s path.
+        """
+        if self._head is not None:
+            head = self._head + chunk
+            if len(head) < len(BOM) and BOM.startswith(head):
+                self._head = head
+                return
+            self._head = None
+            chunk = head[len(BOM) :] if head.startswith(BOM) else head
+        if b"\r" in chunk:
+            self._feed_general(chunk, arrival_ns, sink)
+            return
+        if self._line_len or self._after_cr or self._has_data or self._event_type:
+            # An event is open from the last chunk: the general way up to the first blank line,
+            # after which the parser is on an event boundary again (CR aside, ruled out above).
+            end = chunk.find(b"\n\n") + 2
+            if end == 1:
+                self._feed_general(chunk, arrival_ns, sink)
+                return
+            self._feed_general(chunk[:end], arrival_ns, sink)
+            chunk = chunk[end:]
+        # Every block before a blank line that is a single `data:` line (no LF inside, UTF-8,
+        # under the cap) is one event.
+        blocks = chunk.split(b"\n\n")
+        rest = blocks.pop()
+        limit = self.max_event_bytes
+        payloads: list[bytes | str]
+        end = len(chunk) - len(rest)  # the blocks and their blank lines
+        if (
+            blocks
+            and end <= limit
+            and chunk.isascii()
+            and blocks[0].startswith(b"data: ")
+            # only the block ends are LFs, so each "\n\n" up to `end` is one; then every block
+            # after the first starts with "data: " when all but the last end are followed by it
+            and chunk.count(b"\n", 0, end) == 2 * len(blocks)
+            and chunk.count(b"\n\ndata: ", 0, end) == len(blocks) - 1
+        ):
+            # the usual read: whole `data: ` events, checked above with a few C loops
+            payloads = [block[6:] for block in blocks]
+            blocks = []
+        else:
+            payloads = []
+        for block in blocks:
+            # a `data:` line of `size` bytes makes an event of size + 1 (its LF) bytes
+            if len(block) >= limit or block[:5] != b"data:" or b"\n" in block:
+                break
+            value = block[6:] if block[5:6] == b" " else block[5:]
+            if not value.isascii():
+                try:
+                    payloads.append(value.decode("utf-8"))
+                except UnicodeDecodeError:
+                    break  # the general way raises DECODE with its message
+                continue
+            payloads.append(value)
+        taken = len(payloads)
+        if taken:
+            first = self._count
+            self._count += taken
+            self.lines += 2 * taken
+            sink.add_data(payloads, first, arrival_ns)
+            if taken == len(blocks) or not blocks:
+                chunk = rest
+            else:
+                chunk = chunk[sum(map(len, blocks[:taken])) + 2 * taken :]
+        if chunk:
+            self._feed_general(chunk, arrival_ns, sink)
+
+    def _feed_general(self, chunk: bytes, arrival_ns: int, sink: EventSink) -> None:
+        events: list[SSEEvent] = []
+        try:
+            self._feed(chunk, arrival_ns, events)
+        except FaultError as exc:
+            for event in events:
+                sink.add(event)
+            raise SSEFaultError(exc, events) from exc
+        for event in events:
+            sink.add(event)
 
     def _feed(self, chunk: bytes, arrival_ns: int, events: list[SSEEvent]) -> None:
         if self._head is not None:

@@ -9,9 +9,10 @@ Definitions (DESIGN.md, "Metric definitions"):
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import sub, truediv
 
 from servegate.endpoints.types import Completion, Timing
 
@@ -49,12 +50,15 @@ class TimingRecorder:
 def itl_per_chunk_ms(timing: Timing) -> tuple[float, ...]:
     """Gaps between consecutive token-carrying chunks, in milliseconds."""
     stamps = timing.token_chunk_ns
-    return tuple((b - a) / 1e6 for a, b in itertools.pairwise(stamps))
+    # (b - a) / 1e6 for each neighbouring pair, as C calls (every request's chunks pass here)
+    return tuple(map(truediv, map(sub, stamps[1:], stamps), repeat(1e6)))
 
 
 def itl_per_token_ms(timing: Timing) -> tuple[float, ...]:
     """Each chunk gap divided evenly over the tokens that chunk carried, one value per token."""
     stamps, counts = timing.token_chunk_ns, timing.token_chunk_tokens
+    if max(counts[1 : len(stamps)], default=1) <= 1:
+        return itl_per_chunk_ms(timing)  # one token per chunk: x / 1 is x, the same floats
     values: list[float] = []
     for i in range(1, len(stamps)):
         tokens = max(counts[i], 1) if i < len(counts) else 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from pydantic import BaseModel, ConfigDict
 
@@ -218,8 +219,12 @@ def summarise(
         peak_concurrency=Scalar.of("peak_concurrency", float(peak_concurrency)),
         ttft_ms=Distribution.of("ttft_ms", values("ttft_ms")),
         tpot_ms=Distribution.of("tpot_ms", values("tpot_ms")),
-        itl_chunk_ms=Distribution.of("itl_chunk_ms", (v for m in good for v in m.itl_chunk_ms)),
-        itl_token_ms=Distribution.of("itl_token_ms", (v for m in good for v in m.itl_token_ms)),
+        itl_chunk_ms=Distribution.of(
+            "itl_chunk_ms", chain.from_iterable(m.itl_chunk_ms for m in good)
+        ),
+        itl_token_ms=Distribution.of(
+            "itl_token_ms", chain.from_iterable(m.itl_token_ms for m in good)
+        ),
         itl_token_unknown=sum(not m.token_split_known for m in good),
         e2el_ms=Distribution.of("e2el_ms", values("e2el_ms")),
         output_tokens=Distribution.of("output_tokens", (float(v) for v in values("output_tokens"))),

@@ -8,6 +8,7 @@ characters.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -68,22 +69,54 @@ def _is_abnormal(ch: str) -> bool:
 def _repeated_ngram_ratio(tokens: list[str], n: int) -> float:
     if len(tokens) < n + 1:
         return 0.0
-    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    # each run of n tokens as a tuple; the shorter tails end the zip
+    grams = list(zip(*(tokens[i:] for i in range(n)), strict=False))
     return 1.0 - len(set(grams)) / len(grams)
+
+
+# ASCII shortcuts (the usual answer, checked under load for every request): the same values as
+# the per-character rules, computed by C loops over bytes.
+_ASCII_SPACE = bytes(c for c in range(128) if chr(c).isspace())
+_ASCII_NOT_ALNUM = bytes(c for c in range(128) if not chr(c).isalnum())
+_REPEAT = re.compile(rb"(.)\1+", re.DOTALL)  # a maximal run of one byte, two or more long
+
+
+def _ascii_char_run(visible: bytes) -> tuple[int, str]:
+    """`_longest_run` over the characters of ASCII `visible`: the first longest run and its
+    character (any run is at least 1 long, so only repeats can beat the first character)."""
+    best, at = (1, 0) if visible else (0, -1)
+    for match in _REPEAT.finditer(visible):
+        size = match.end() - match.start()
+        if size > best:
+            best, at = size, match.start()
+    return best, chr(visible[at]) if at >= 0 else ""
+
+
+def _longest_token_run(tokens: list[str]) -> int:
+    """`_longest_run(tokens)[0]`: the longest streak of equal neighbours, plus one."""
+    if not tokens:
+        return 0
+    same = bytes(map(operator.eq, tokens, tokens[1:]))  # 1 where a token repeats the last
+    return max(map(len, same.split(b"\x00"))) + 1
 
 
 def degeneration_metrics(text: str) -> DegenerationMetrics:
     """Compute every degeneration metric of one generated text."""
     stripped = text.strip()
-    visible = [c for c in text if not c.isspace()]
-    char_run, char = _longest_run(visible)
     tokens = _TOKEN.findall(text)
-    token_run, _ = _longest_run(tokens)
-    if text.isascii():  # the usual answer, checked under load for every request: one regex
+    token_run = _longest_token_run(tokens)
+    if text.isascii():
+        visible_bytes = text.encode("ascii").translate(None, _ASCII_SPACE)
+        char_run, char = _ascii_char_run(visible_bytes)
         abnormal = len(_ASCII_ABNORMAL.findall(text))
+        visible_count = len(visible_bytes)
+        symbols = visible_count - len(visible_bytes.translate(None, _ASCII_NOT_ALNUM))
     else:
+        visible = [c for c in text if not c.isspace()]
+        char_run, char = _longest_run(visible)
         abnormal = sum(1 for c in text if _is_abnormal(c))
-    symbols = sum(1 for c in visible if not c.isalnum())
+        visible_count = len(visible)
+        symbols = sum(1 for c in visible if not c.isalnum())
     return DegenerationMetrics(
         length=len(text),
         longest_char_run=char_run,
@@ -91,7 +124,7 @@ def degeneration_metrics(text: str) -> DegenerationMetrics:
         longest_token_run=token_run,
         abnormal_char_ratio=abnormal / len(text) if text else 0.0,
         repeated_ngram_ratio=_repeated_ngram_ratio(tokens, NGRAM),
-        symbol_ratio=symbols / len(visible) if visible else 0.0,
+        symbol_ratio=symbols / visible_count if visible_count else 0.0,
         empty=not stripped,
     )
 
