@@ -35,7 +35,7 @@ from .conftest import run_servegate
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # Two numerics prompts: mixed-dtype answers both with commas (a confident flip each), and the
-# gate still sends some 20 requests after the kill point below.
+# gate still sends some 40 requests after the kill point below (50 in all, measured).
 GATE_ARGS = ("--gates", "startup,numerics,golden", "--category", "canary",
              "--numerics-prompts", "2", "--quiet")  # fmt: skip
 KILL_AFTER_NUMERICS_REQUESTS = 6
