@@ -7,8 +7,8 @@ SIGKILL while numerics is sending; `servegate gate --resume RUN` must then give 
 gate statuses of the same run left alone, keep the gate that finished before the kill, and
 count each request once. A baseline recorded from a clean engine that is then stopped must give
 `mixed-dtype` and `mmap-off` the verdicts they get against that engine live: through startup and
-the golden canaries in the default run (about a minute), and with numerics too (its stored
-logprobs, noise floor and reference-text scores; about four minutes) under `-m heavy`.
+the golden canaries in the default run (a minute or two), and with numerics too (its stored
+logprobs, noise floor and reference-text scores; about five minutes) under `-m heavy`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ GATE_ARGS = ("--gates", "startup,numerics,golden", "--category", "canary",
              "--numerics-prompts", "2", "--quiet")  # fmt: skip
 KILL_AFTER_NUMERICS_REQUESTS = 6
 # What a stored baseline is recorded with and compared on: every gate of GATE_ARGS is minutes of
-# perplexity scoring (heavy); without numerics the same assertions take about a minute.
+# perplexity scoring (heavy); without numerics the same assertions take a minute or two.
 STORED_GATE_ARGS = [
     pytest.param(("--gates", "startup,golden", "--category", "canary", "--quiet"),
                  id="startup-golden"),
