@@ -12,4 +12,5 @@ export SERVEGATE_REQUIRE_BROWSER=1
 export SERVEGATE_REQUIRE_POSTGRES=1
 echo "== ruff" && ruff check src tests benchmarks fuzz && ruff format --check src tests benchmarks fuzz
 echo "== mypy (strict, src)" && mypy
+# pyproject's addopts deselect the `transformers` and `heavy` tests; `-m heavy` runs the heavy ones.
 echo "== pytest" && python -m pytest --durations=25 "$@"

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +20,16 @@ from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
-from servegate.gates import context, embeddings, golden, numerics, performance, startup
+from servegate.gate_sequence import (
+    GATE_ORDER,
+    GATES,
+    GateProgress,
+    GateRunner,
+    ProgressFn,
+    after_deadline,
+    run_gates,
+)
+from servegate.gates import startup
 from servegate.gates.pair import EndpointPair
 from servegate.gates.recording import HeldRecords, NullRecorder, Recorder
 from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
@@ -42,7 +51,23 @@ from servegate.verdict.model import Fingerprint, GateResult, LaunchRecord, Repor
 from servegate.verdict.performance import performance_evidence, performance_table
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
 
-ProgressFn = Callable[[str, int, int, str], None]
+# The gate table and run_gates live in gate_sequence.py; re-exported here for the CLI and matrix.
+__all__ = [
+    "DEFINITIONS",
+    "GATES",
+    "GATE_ORDER",
+    "GateProgress",
+    "GateRunner",
+    "Preflight",
+    "PreflightError",
+    "ProgressFn",
+    "display_url",
+    "normalise_url",
+    "preflight",
+    "run",
+    "run_fingerprints",
+    "run_gates",
+]
 
 DEFINITIONS = {
     "ttft_ms": "first chunk carrying a token (content, reasoning, tool-call delta) - request sent",
@@ -114,144 +139,6 @@ def _choose_model(cfg: GateConfig, b: Preflight, c: Preflight) -> str | None:
         return cfg.model
     common = [m for m in b.models if m in c.models] or list(b.models)
     return common[0] if common else None
-
-
-GateProgress = Callable[[int, int, str], None]
-GateRunner = Callable[[EndpointPair, GateConfig, GateProgress], Awaitable[GateResult]]
-
-
-async def _startup(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    return startup.evaluate(await startup.collect(pair, cfg), cfg.policy, strict=cfg.strict)
-
-
-async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    opts = numerics.NumericsConfig(prompts=numerics.PROMPTS[: cfg.numerics_prompts])
-    evidence = await numerics.collect(pair, cfg, opts)
-    return numerics.evaluate(evidence, cfg.policy, strict=cfg.strict)
-
-
-async def _embeddings(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    evidence = await embeddings.collect(pair, cfg)
-    return embeddings.evaluate(evidence, cfg.policy, strict=cfg.strict)
-
-
-async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    evidence = await golden.collect(pair, cfg, progress=progress)
-    return golden.evaluate(evidence, cfg.policy, strict=cfg.strict)
-
-
-async def _context(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    evidence = await context.collect(pair, cfg, progress=progress)
-    return context.evaluate(evidence, cfg.policy, strict=cfg.strict)
-
-
-async def _performance(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    evidence = await performance.collect(pair, cfg, progress=progress)
-    return performance.evaluate(evidence, cfg.policy, strict=cfg.strict)
-
-
-# Explicit registry, in the order the gates run: correctness before performance.
-GATES: dict[str, GateRunner] = {
-    "startup": _startup,
-    "numerics": _numerics,
-    "embeddings": _embeddings,
-    "golden": _golden,
-    "context": _context,
-    "performance": _performance,
-}
-GATE_ORDER = tuple(GATES)
-# Judged only once every correctness gate that ran has passed: speed is not looked at before
-# the answers are known to be right.
-AFTER_CORRECTNESS = frozenset({"performance"})
-
-
-def _not_ready(result: GateResult) -> str | None:
-    """Why the gates after startup are skipped: a side is not ready."""
-    if result.name == "startup" and (
-        result.status is Status.INCONCLUSIVE or any(f.probe == "ready" for f in result.findings)
-    ):
-        return "skipped: a side is not ready (see startup)"
-    return None
-
-
-def _correctness_not_passed(results: Sequence[GateResult]) -> str | None:
-    """Why a performance gate is skipped: the correctness gates that ran and did not pass (a
-    skipped gate, e.g. embeddings on a server without them, judged nothing and blocks nothing)."""
-    ran = [r for r in results if r.name not in AFTER_CORRECTNESS and r.status is not Status.SKIP]
-    blocking = [f"{r.name}: {r.status}" for r in ran if r.status is not Status.PASS]
-    if not blocking:
-        return None
-    return (
-        "skipped: performance is judged only after the correctness gates pass "
-        f"({', '.join(blocking)})"
-    )
-
-
-async def run_gates(
-    pair: EndpointPair,
-    cfg: GateConfig,
-    progress: ProgressFn | None = None,
-    *,
-    finished: Callable[[GateResult], None] | None = None,
-    gates: Mapping[str, GateRunner] = GATES,
-    previous: Sequence[GateResult] = (),
-) -> list[GateResult]:
-    """Run the configured gates in order; a side that is not ready skips the rest. Each result is
-    handed to `finished` as soon as it is judged, so a caller that cancels the run (the run
-    deadline, Ctrl-C) still holds every gate that finished. Gates in `previous` (judged by an
-    earlier attempt of a resumed run) are not run again; they count as judged."""
-    done = {r.name: r for r in previous}
-    results: list[GateResult] = []
-
-    def judged(result: GateResult) -> None:
-        results.append(result)
-        if finished is not None:
-            finished(result)
-
-    skip_reason: str | None = None
-    for name, gate in gates.items():
-        if name not in cfg.gates:
-            continue
-        if name in done:
-            results.append(done[name])
-            skip_reason = skip_reason or _not_ready(done[name])
-            continue
-        if skip_reason is not None:
-            judged(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
-            continue
-        waiting = _correctness_not_passed(results) if name in AFTER_CORRECTNESS else None
-        if waiting is not None:
-            judged(GateResult(name=name, status=Status.SKIP, summary=waiting))
-            continue
-
-        def gate_progress(done: int, total: int, label: str, _name: str = name) -> None:
-            if progress is not None:
-                progress(_name, done, total, label)
-
-        gate_progress(0, 1, "")
-        result = await gate(pair, cfg, gate_progress)
-        skip_reason = _not_ready(result)
-        judged(result)
-        gate_progress(1, 1, str(result.status))
-    return results
-
-
-def _after_deadline(
-    cfg: GateConfig, gates: Mapping[str, GateRunner], finished: Sequence[GateResult]
-) -> list[GateResult]:
-    """The results of the gates the run deadline cut off: the first unfinished gate was running
-    (gates only yield to the event loop inside a gate), the ones after it never started."""
-    seen = {r.name for r in finished}
-    todo = [name for name in gates if name in cfg.gates and name not in seen]
-    expired = f"the run deadline of {cfg.run_deadline_s:g} s expired during this gate"
-    return [
-        GateResult(name=name, status=Status.INCONCLUSIVE, summary=expired)
-        if i == 0
-        else GateResult(
-            name=name, status=Status.SKIP, summary="not started: the run deadline expired"
-        )
-        for i, name in enumerate(todo)
-    ]
 
 
 def _secrets(cfg: GateConfig) -> list[str]:
@@ -563,7 +450,7 @@ async def _run(
                 except TimeoutError:
                     if not deadline.expired():
                         raise
-                    for result in _after_deadline(cfg, gates, results):
+                    for result in after_deadline(cfg, gates, results):
                         keep(result)
             order = list(gates)
             results.sort(key=lambda r: order.index(r.name) if r.name in order else len(order))

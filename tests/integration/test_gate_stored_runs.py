@@ -6,7 +6,9 @@ so far fails) through startup, numerics and the golden canaries. The process is 
 SIGKILL while numerics is sending; `servegate gate --resume RUN` must then give the verdict and
 gate statuses of the same run left alone, keep the gate that finished before the kill, and
 count each request once. A baseline recorded from a clean engine that is then stopped must give
-`mixed-dtype` and `mmap-off` the verdicts they get against a live clean engine.
+`mixed-dtype` and `mmap-off` the verdicts they get against that engine live: through startup and
+the golden canaries in the default run (a minute or two), and with numerics too (its stored
+logprobs, noise floor and reference-text scores; about five minutes) under `-m heavy`.
 """
 
 from __future__ import annotations
@@ -32,14 +34,29 @@ from .conftest import run_servegate
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
 
+# Two numerics prompts: mixed-dtype answers both with commas (a confident flip each), and the
+# gate still sends some 40 requests after the kill point below (50 in all, measured).
 GATE_ARGS = ("--gates", "startup,numerics,golden", "--category", "canary",
-             "--numerics-prompts", "4", "--quiet")  # fmt: skip
+             "--numerics-prompts", "2", "--quiet")  # fmt: skip
 KILL_AFTER_NUMERICS_REQUESTS = 6
+# What a stored baseline is recorded with and compared on: every gate of GATE_ARGS is minutes of
+# perplexity scoring (heavy); without numerics the same assertions take a minute or two.
+STORED_GATE_ARGS = [
+    pytest.param(("--gates", "startup,golden", "--category", "canary", "--quiet"),
+                 id="startup-golden"),
+    pytest.param(GATE_ARGS, id="startup-numerics-golden", marks=pytest.mark.heavy),
+]  # fmt: skip
 
 
-def _args(clean: RunningEngine, candidate: RunningEngine, db: str, out: Path) -> list[str]:
+def _args(
+    clean: RunningEngine,
+    candidate: RunningEngine,
+    db: str,
+    out: Path,
+    gate_args: tuple[str, ...] = GATE_ARGS,
+) -> list[str]:
     return ["gate", "--baseline", clean.base_url, "--candidate", candidate.base_url,
-            "--db", db, "--json", str(out), *GATE_ARGS]  # fmt: skip
+            "--db", db, "--json", str(out), *gate_args]  # fmt: skip
 
 
 def _sql(db: str) -> Engine:
@@ -155,42 +172,46 @@ def _refused(url: str) -> bool:
     return False
 
 
+@pytest.mark.parametrize("gate_args", STORED_GATE_ARGS)
 def test_a_stored_baseline_gives_the_live_verdicts_with_its_server_stopped(
     engine_factory: Callable[..., Any],
     mixed_dtype_engine: RunningEngine,
-    left_alone: tuple[dict[str, Any], list[tuple[Any, ...]]],
+    benign_engine: RunningEngine,
+    gate_args: tuple[str, ...],
     tmp_path: Path,
 ) -> None:
-    live_mixed, _ = left_alone
     db = str(tmp_path / "runs.db")
-    with engine_factory("mmap-off") as mmap_off:
-        with engine_factory("clean") as old:
-            out = tmp_path / "live-mmap-off.json"
-            live = run_servegate(*_args(old, mmap_off, db, out), timeout_s=600)
-            assert "Traceback" not in live.stderr, live.stderr
-            live_mmap_off = json.loads(out.read_text())
-            recorded = run_servegate(
-                "baseline", "record", "--endpoint", old.base_url, "--name", "before-upgrade",
-                "--db", db, *GATE_ARGS, timeout_s=600,
-            )  # fmt: skip
-            assert recorded.returncode == 0, recorded.stderr
-            old_url = old.base_url
-        assert _refused(old_url)  # the baseline's server is gone
-
-        listed = json.loads(run_servegate("baseline", "list", "--db", db, "--json").stdout)
-        assert [b["name"] for b in listed] == ["before-upgrade"]
-        for candidate, live_report in ((mixed_dtype_engine, live_mixed), (mmap_off, live_mmap_off)):
-            out = tmp_path / f"stored-{candidate.variant}.json"
-            proc = run_servegate(
-                "gate", "--baseline-run", "before-upgrade", "--candidate", candidate.base_url,
-                "--db", db, "--json", str(out), *GATE_ARGS, timeout_s=600,
-            )  # fmt: skip
+    candidates = (mixed_dtype_engine, benign_engine)
+    live: dict[str, dict[str, Any]] = {}
+    with engine_factory("clean") as old:
+        for candidate in candidates:
+            out = tmp_path / f"live-{candidate.variant}.json"
+            proc = run_servegate(*_args(old, candidate, db, out, gate_args), timeout_s=600)
             assert "Traceback" not in proc.stderr, proc.stderr
-            report = json.loads(out.read_text())
-            assert proc.returncode == live_report["exit_code"], candidate.variant
-            assert [(g["name"], g["status"]) for g in report["gates"]] == [
-                (g["name"], g["status"]) for g in live_report["gates"]
-            ], candidate.variant
-            assert report["baseline"]["stored_baseline"].startswith("before-upgrade (recorded ")
-    assert live_mixed["exit_code"] == 1
-    assert live_mmap_off["exit_code"] == 0
+            live[candidate.variant] = json.loads(out.read_text())
+        recorded = run_servegate(
+            "baseline", "record", "--endpoint", old.base_url, "--name", "before-upgrade",
+            "--db", db, *gate_args, timeout_s=600,
+        )  # fmt: skip
+        assert recorded.returncode == 0, recorded.stderr
+        old_url = old.base_url
+    assert _refused(old_url)  # the baseline's server is gone
+
+    listed = json.loads(run_servegate("baseline", "list", "--db", db, "--json").stdout)
+    assert [b["name"] for b in listed] == ["before-upgrade"]
+    for candidate in candidates:
+        live_report = live[candidate.variant]
+        out = tmp_path / f"stored-{candidate.variant}.json"
+        proc = run_servegate(
+            "gate", "--baseline-run", "before-upgrade", "--candidate", candidate.base_url,
+            "--db", db, "--json", str(out), *gate_args, timeout_s=600,
+        )  # fmt: skip
+        assert "Traceback" not in proc.stderr, proc.stderr
+        report = json.loads(out.read_text())
+        assert proc.returncode == live_report["exit_code"], candidate.variant
+        assert [(g["name"], g["status"]) for g in report["gates"]] == [
+            (g["name"], g["status"]) for g in live_report["gates"]
+        ], candidate.variant
+        assert report["baseline"]["stored_baseline"].startswith("before-upgrade (recorded ")
+    assert live["mixed-dtype"]["exit_code"] == 1
+    assert live["mmap-off"]["exit_code"] == 0

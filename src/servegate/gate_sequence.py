@@ -1,0 +1,150 @@
+"""The gates in the order they run, and running them: correctness first, performance only once
+every correctness gate that ran has passed, and nothing after a side that is not ready."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from servegate.config.models import GateConfig
+from servegate.gates import context, embeddings, golden, numerics, performance, startup
+from servegate.gates.pair import EndpointPair
+from servegate.verdict.model import GateResult, Status
+
+ProgressFn = Callable[[str, int, int, str], None]
+
+GateProgress = Callable[[int, int, str], None]
+GateRunner = Callable[[EndpointPair, GateConfig, GateProgress], Awaitable[GateResult]]
+
+
+async def _startup(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    return startup.evaluate(await startup.collect(pair, cfg), cfg.policy, strict=cfg.strict)
+
+
+async def _numerics(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    opts = numerics.NumericsConfig(prompts=numerics.PROMPTS[: cfg.numerics_prompts])
+    evidence = await numerics.collect(pair, cfg, opts)
+    return numerics.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
+async def _embeddings(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    evidence = await embeddings.collect(pair, cfg)
+    return embeddings.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
+async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    evidence = await golden.collect(pair, cfg, progress=progress)
+    return golden.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
+async def _context(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    evidence = await context.collect(pair, cfg, progress=progress)
+    return context.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
+async def _performance(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    evidence = await performance.collect(pair, cfg, progress=progress)
+    return performance.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
+# Explicit registry, in the order the gates run: correctness before performance.
+GATES: dict[str, GateRunner] = {
+    "startup": _startup,
+    "numerics": _numerics,
+    "embeddings": _embeddings,
+    "golden": _golden,
+    "context": _context,
+    "performance": _performance,
+}
+GATE_ORDER = tuple(GATES)
+# Judged only once every correctness gate that ran has passed: speed is not looked at before
+# the answers are known to be right.
+AFTER_CORRECTNESS = frozenset({"performance"})
+
+
+def _not_ready(result: GateResult) -> str | None:
+    """Why the gates after startup are skipped: a side is not ready."""
+    if result.name == "startup" and (
+        result.status is Status.INCONCLUSIVE or any(f.probe == "ready" for f in result.findings)
+    ):
+        return "skipped: a side is not ready (see startup)"
+    return None
+
+
+def _correctness_not_passed(results: Sequence[GateResult]) -> str | None:
+    """Why a performance gate is skipped: the correctness gates that ran and did not pass (a
+    skipped gate, e.g. embeddings on a server without them, judged nothing and blocks nothing)."""
+    ran = [r for r in results if r.name not in AFTER_CORRECTNESS and r.status is not Status.SKIP]
+    blocking = [f"{r.name}: {r.status}" for r in ran if r.status is not Status.PASS]
+    if not blocking:
+        return None
+    return (
+        "skipped: performance is judged only after the correctness gates pass "
+        f"({', '.join(blocking)})"
+    )
+
+
+async def run_gates(
+    pair: EndpointPair,
+    cfg: GateConfig,
+    progress: ProgressFn | None = None,
+    *,
+    finished: Callable[[GateResult], None] | None = None,
+    gates: Mapping[str, GateRunner] = GATES,
+    previous: Sequence[GateResult] = (),
+) -> list[GateResult]:
+    """Run the configured gates in order; a side that is not ready skips the rest. Each result is
+    handed to `finished` as soon as it is judged, so a caller that cancels the run (the run
+    deadline, Ctrl-C) still holds every gate that finished. Gates in `previous` (judged by an
+    earlier attempt of a resumed run) are not run again; they count as judged."""
+    done = {r.name: r for r in previous}
+    results: list[GateResult] = []
+
+    def judged(result: GateResult) -> None:
+        results.append(result)
+        if finished is not None:
+            finished(result)
+
+    skip_reason: str | None = None
+    for name, gate in gates.items():
+        if name not in cfg.gates:
+            continue
+        if name in done:
+            results.append(done[name])
+            skip_reason = skip_reason or _not_ready(done[name])
+            continue
+        if skip_reason is not None:
+            judged(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
+            continue
+        waiting = _correctness_not_passed(results) if name in AFTER_CORRECTNESS else None
+        if waiting is not None:
+            judged(GateResult(name=name, status=Status.SKIP, summary=waiting))
+            continue
+
+        def gate_progress(done: int, total: int, label: str, _name: str = name) -> None:
+            if progress is not None:
+                progress(_name, done, total, label)
+
+        gate_progress(0, 1, "")
+        result = await gate(pair, cfg, gate_progress)
+        skip_reason = _not_ready(result)
+        judged(result)
+        gate_progress(1, 1, str(result.status))
+    return results
+
+
+def after_deadline(
+    cfg: GateConfig, gates: Mapping[str, GateRunner], finished: Sequence[GateResult]
+) -> list[GateResult]:
+    """The results of the gates the run deadline cut off: the first unfinished gate was running
+    (gates only yield to the event loop inside a gate), the ones after it never started."""
+    seen = {r.name for r in finished}
+    todo = [name for name in gates if name in cfg.gates and name not in seen]
+    expired = f"the run deadline of {cfg.run_deadline_s:g} s expired during this gate"
+    return [
+        GateResult(name=name, status=Status.INCONCLUSIVE, summary=expired)
+        if i == 0
+        else GateResult(
+            name=name, status=Status.SKIP, summary="not started: the run deadline expired"
+        )
+        for i, name in enumerate(todo)
+    ]
