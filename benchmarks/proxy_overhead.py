@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -255,7 +256,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     sampler.cancel()
                 if proxy is not None:
                     peak_rss[label].append(vm_hwm_kib(proxy.pid))
-                    proxy.terminate()
+                    # uvicorn re-raises SIGTERM after its shutdown (no exit handlers run); SIGINT
+                    # ends in KeyboardInterrupt, so cProfile writes its file
+                    proxy.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
                     proxy.wait(timeout=60)
                 print(f"round {rnd} {label}: {len(results)} requests, load {load_before:.1f}",
                       file=sys.stderr, flush=True)  # fmt: skip
