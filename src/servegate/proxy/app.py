@@ -2,8 +2,8 @@
 /servegate/healthz) and hands every other request to the forwarder.
 
 Shadow mode: every request goes to the primary; a sampled share of the mirrorable OpenAI paths
-is also queued for the candidate, and the pair is compared (on the judge's thread, off the
-event loop) and recorded when both are done.
+is also queued for the candidate, and the pair is compared and recorded when both are done.
+Answers are measured and pairs compared on the judge's thread, off the event loop.
 Canary mode: a CanaryController picks the side that serves each mirrorable request; the user
 gets that side's answer and the controller gets one Observation per request.
 """
@@ -56,8 +56,8 @@ METRICS_PATH = "/servegate/metrics"
 HEALTH_PATH = "/servegate/healthz"
 FLAGGER_PREFIX = "/servegate/flagger"
 CANARY_STOP_S = 5.0  # how long the controller gets to stop on its own at shutdown
-# Pairs waiting for the judge's thread; beyond it a pair is compared on the event loop at once.
-# Small: each holds both answers, and the judge keeps up unless the process is short of CPU.
+# Answers and pairs waiting for the judge's thread; beyond it one is measured or compared on the
+# event loop at once. Small: each holds its answers; the judge keeps up unless CPU is short.
 JUDGE_BACKLOG = 16
 
 
@@ -101,6 +101,9 @@ class Proxy:
         self._pairs_lock = threading.Lock()  # pairs are counted on the judge's thread too
         self.in_flight = 0
         self._mirrors_taken = 0  # jobs taken from the queue by a worker
+        self._pairs_judged = 0  # on the judge's thread, under the lock
+        self._measures_queued = 0  # user answers handed to the judge (shadow mode)
+        self._measured = 0  # on the judge's thread, under the lock
         self.dropped = 0
         self.pairs = 0
         self._primary_timeout = aiohttp.ClientTimeout(
@@ -176,14 +179,15 @@ class Proxy:
     @property
     def mirrors_in_flight(self) -> int:
         """Jobs taken from the queue whose pair is not yet compared."""
-        return self._mirrors_taken - (self._judge.done if self._judge is not None else 0)
+        return self._mirrors_taken - self._pairs_judged
 
     def health(self) -> dict[str, Any]:
         """What /servegate/healthz answers."""
         return {
             "status": "ok",
             "mode": self.settings.mode,
-            "in_flight": self.in_flight,
+            # a user's answer counts until it is measured: its metrics and capture follow it
+            "in_flight": self.in_flight + self._measures_queued - self._measured,
             "mirror_queue_depth": self._queue.qsize(),
             "mirror_queue_capacity": self.settings.queue_size,
             "mirror_in_flight": self.mirrors_in_flight,
@@ -261,14 +265,38 @@ class Proxy:
                 job.primary.cancel()  # the pair is abandoned with the request
             raise
         # The user has the last byte: measuring, pairing and recording start now.
-        completion = None
+        if job is not None:
+            job.primary.set_result(exchange)
+        if not routable:
+            return
+        if self.controller is None:  # shadow: measured on the judge's thread, off the loop
+            assert self._judge is not None
+            self._measures_queued += 1
+            self._judge.submit(
+                functools.partial(self._measure, side, path, body, scope, exchange, job)
+            )
+        else:  # the controller is no thread's: its answers are measured here
+            self._served(side, path, body, scope, exchange, paired=False)
+
+    def _measure(
+        self,
+        side: Side,
+        path: str,
+        body: bytes,
+        scope: Scope,
+        exchange: Exchange,
+        job: MirrorJob | None,
+    ) -> None:
+        # On the judge's thread, ahead of the pair's own judgement (one thread, first in, first
+        # out), so the pair reuses the answer read here; a pair judged on the loop because the
+        # queue was full may find none yet and reads the answer itself.
         try:
-            if routable:
-                completion = self._served(side, path, body, scope, exchange, paired=job is not None)
-        finally:
+            completion = self._served(side, path, body, scope, exchange, paired=job is not None)
             if job is not None:
-                job.primary_completion = completion  # read once: the judge reuses it
-                job.primary.set_result(exchange)
+                job.primary_completion = completion
+        finally:
+            with self._pairs_lock:
+                self._measured += 1
 
     def _upstream(self, side: Side) -> Upstream:
         if side == "candidate":
@@ -381,6 +409,13 @@ class Proxy:
     def _judge_pair(self, job: MirrorJob, candidate: Exchange) -> None:
         # Runs on the judge's thread (or on the loop when its queue is full): only thread-safe
         # state here (prometheus_client, the sink's queue, the pair count under its lock).
+        try:
+            self._compare(job, candidate)
+        finally:
+            with self._pairs_lock:
+                self._pairs_judged += 1
+
+    def _compare(self, job: MirrorJob, candidate: Exchange) -> None:
         if job.primary.cancelled():
             return
         primary = job.primary.result()
