@@ -267,7 +267,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             proc.terminate()
             proc.wait(timeout=10)
     out: dict[str, Any] = {"settings": dict(vars(args)), "configs": {}}
-    direct = summarise(collected["direct"]["results"], truths)
+    direct = summarise(collected.get("direct", {"results": []})["results"], truths)
     for label, _, _ in labels:
         s = summarise(collected[label]["results"], truths)
         added = {}
