@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -298,8 +299,10 @@ def _serve(proxy: object, sock: socket.socket) -> None:
     import uvicorn
 
     from servegate.proxy import Proxy
+    from servegate.proxy.judging import SWITCH_INTERVAL_S
 
     assert isinstance(proxy, Proxy)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # the event loop gets the GIL back soon
     config = uvicorn.Config(
         proxy.app(),
         log_level="warning",

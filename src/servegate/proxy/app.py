@@ -3,6 +3,7 @@
 
 Shadow mode: every request goes to the primary; a sampled share of the mirrorable OpenAI paths
 is also queued for the candidate, and the pair is compared and recorded when both are done.
+Answers are measured and pairs compared on the judge's thread, off the event loop.
 Canary mode: a CanaryController picks the side that serves each mirrorable request; the user
 gets that side's answer and the controller gets one Observation per request.
 """
@@ -14,6 +15,7 @@ import contextlib
 import functools
 import json
 import random
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from starlette.routing import Mount, Route
 
 from servegate.canary.flagger import flagger_routes
 from servegate.canary.protocol import CanaryController, Observation, Side
+from servegate.endpoints.types import Completion
 from servegate.proxy.comparison import compare_pair
 from servegate.proxy.content import request_metrics
 from servegate.proxy.exchange import MIRRORED_PATHS, Exchange, completion_of
@@ -44,6 +47,7 @@ from servegate.proxy.forwarding import (
     send_error,
     upstream_headers,
 )
+from servegate.proxy.judging import PairJudge
 from servegate.proxy.recording import Record, RecordSink, request_value
 from servegate.proxy.settings import ProxySettings, Upstream
 from servegate.store.proxy_records import ProxyRecorder
@@ -52,6 +56,9 @@ METRICS_PATH = "/servegate/metrics"
 HEALTH_PATH = "/servegate/healthz"
 FLAGGER_PREFIX = "/servegate/flagger"
 CANARY_STOP_S = 5.0  # how long the controller gets to stop on its own at shutdown
+# Answers and pairs waiting for the judge's thread; beyond it one is measured or compared on the
+# event loop at once. Small: each holds its answers; the judge keeps up unless CPU is short.
+JUDGE_BACKLOG = 16
 
 
 @dataclass
@@ -63,6 +70,7 @@ class MirrorJob:
     headers: tuple[tuple[str, str], ...]
     candidate_headers: dict[str, str]
     primary: asyncio.Future[Exchange] = field(repr=False)
+    primary_completion: Completion | None = None  # the user's answer as `_served` read it
 
 
 class Proxy:
@@ -89,8 +97,13 @@ class Proxy:
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._sink: RecordSink | None = None
+        self._judge: PairJudge | None = None
+        self._pairs_lock = threading.Lock()  # pairs are counted on the judge's thread too
         self.in_flight = 0
-        self.mirrors_in_flight = 0  # taken from the queue, pair not yet compared
+        self._mirrors_taken = 0  # jobs taken from the queue by a worker
+        self._pairs_judged = 0  # on the judge's thread, under the lock
+        self._measures_queued = 0  # user answers handed to the judge (shadow mode)
+        self._measured = 0  # on the judge's thread, under the lock
         self.dropped = 0
         self.pairs = 0
         self._primary_timeout = aiohttp.ClientTimeout(
@@ -116,6 +129,7 @@ class Proxy:
             size=self.settings.record_queue_size,
             on_drop=self.metrics.record_drops.inc,
         )
+        self._judge = PairJudge(size=JUDGE_BACKLOG)
         for _ in range(self.settings.mirror_workers if self.settings.mode == "shadow" else 0):
             self._tasks.append(asyncio.create_task(self._mirror_worker()))
         canary = None
@@ -134,6 +148,7 @@ class Proxy:
                 self._tasks.append(canary)
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._session.close()
+            await asyncio.to_thread(self._judge.close)  # its last pairs go to the sink
             await asyncio.to_thread(self._sink.close)
 
     def app(self) -> Starlette:
@@ -165,12 +180,18 @@ class Proxy:
     async def _health_endpoint(self, _request: Request) -> Response:
         return JSONResponse(self.health())
 
+    @property
+    def mirrors_in_flight(self) -> int:
+        """Jobs taken from the queue whose pair is not yet compared."""
+        return self._mirrors_taken - self._pairs_judged
+
     def health(self) -> dict[str, Any]:
         """What /servegate/healthz answers."""
         return {
             "status": "ok",
             "mode": self.settings.mode,
-            "in_flight": self.in_flight,
+            # a user's answer counts until it is measured: its metrics and capture follow it
+            "in_flight": self.in_flight + self._measures_queued - self._measured,
             "mirror_queue_depth": self._queue.qsize(),
             "mirror_queue_capacity": self.settings.queue_size,
             "mirror_in_flight": self.mirrors_in_flight,
@@ -250,8 +271,36 @@ class Proxy:
         # The user has the last byte: measuring, pairing and recording start now.
         if job is not None:
             job.primary.set_result(exchange)
-        if routable:
-            self._served(side, path, body, scope, exchange, paired=job is not None)
+        if not routable:
+            return
+        if self.controller is None:  # shadow: measured on the judge's thread, off the loop
+            assert self._judge is not None
+            self._measures_queued += 1
+            self._judge.submit(
+                functools.partial(self._measure, side, path, body, scope, exchange, job)
+            )
+        else:  # the controller is no thread's: its answers are measured here
+            self._served(side, path, body, scope, exchange, paired=False)
+
+    def _measure(
+        self,
+        side: Side,
+        path: str,
+        body: bytes,
+        scope: Scope,
+        exchange: Exchange,
+        job: MirrorJob | None,
+    ) -> None:
+        # On the judge's thread, ahead of the pair's own judgement (one thread, first in, first
+        # out), so the pair reuses the answer read here; a pair judged on the loop because the
+        # queue was full may find none yet and reads the answer itself.
+        try:
+            completion = self._served(side, path, body, scope, exchange, paired=job is not None)
+            if job is not None:
+                job.primary_completion = completion
+        finally:
+            with self._pairs_lock:
+                self._measured += 1
 
     def _upstream(self, side: Side) -> Upstream:
         if side == "candidate":
@@ -262,21 +311,25 @@ class Proxy:
 
     def _served(
         self, side: Side, path: str, body: bytes, scope: Scope, exchange: Exchange, *, paired: bool
-    ) -> None:
+    ) -> Completion | None:
+        """Measure the answer the user got; the Completion read from it (None: not read)."""
         request = request_value(body)
         if not paired and self._capture is not None and isinstance(request, dict):
             assert self._sink is not None
             headers = tuple(upstream_headers(scope["headers"]))
             self._sink.put(Record(path=path, request=request, headers=headers))
         if exchange.client_gone:
-            return  # an answer the user walked away from is not the side's fault: not measured
+            return None  # an answer the user walked away from is not the side's fault
+        completion = None
         if isinstance(request, dict):
-            metrics = request_metrics(exchange, completion_of(exchange, path, request), request)
+            completion = completion_of(exchange, path, request)
+            metrics = request_metrics(exchange, completion, request)
         else:
             metrics = {"error": float(exchange.failed), "timeout": float(exchange.timed_out)}
         self.metrics.served(side, metrics)
         if self.controller is not None:
             self.controller.observe(Observation(side=side, at=time.time(), metrics=metrics))
+        return completion
 
     # the mirror --------------------------------------------------------------------------------
 
@@ -312,7 +365,7 @@ class Proxy:
     async def _mirror_worker(self) -> None:
         while True:
             job = await self._queue.get()
-            self.mirrors_in_flight += 1
+            self._mirrors_taken += 1
             try:
                 candidate = await self._ask_candidate(job)
             except asyncio.CancelledError:
@@ -353,15 +406,31 @@ class Proxy:
         self._pair(job, candidate)
 
     def _pair(self, job: MirrorJob, candidate: Exchange) -> None:
-        self.mirrors_in_flight -= 1
+        """Hand the pair to the judge: compared off the event loop (both sides are done)."""
+        assert self._judge is not None
+        self._judge.submit(functools.partial(self._judge_pair, job, candidate))
+
+    def _judge_pair(self, job: MirrorJob, candidate: Exchange) -> None:
+        # Runs on the judge's thread (or on the loop when its queue is full): only thread-safe
+        # state here (prometheus_client, the sink's queue, the pair count under its lock).
+        try:
+            self._compare(job, candidate)
+        finally:
+            with self._pairs_lock:
+                self._pairs_judged += 1
+
+    def _compare(self, job: MirrorJob, candidate: Exchange) -> None:
         if job.primary.cancelled():
             return
         primary = job.primary.result()
         request = json.loads(job.body)  # it parsed when the job was queued
-        comparison = compare_pair(job.path, request, primary, candidate)
+        comparison = compare_pair(
+            job.path, request, primary, candidate, primary_completion=job.primary_completion
+        )
         self.metrics.served("candidate", comparison.candidate_metrics)
         self.metrics.paired(comparison)
-        self.pairs += 1
+        with self._pairs_lock:
+            self.pairs += 1
         if self._sink is not None:
             self._sink.put(
                 Record(

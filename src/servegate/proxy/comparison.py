@@ -66,10 +66,18 @@ def _min_cosine(primary: Exchange, candidate: Exchange, request: Mapping[str, An
 
 
 def compare_pair(
-    path: str, request: Mapping[str, Any], primary: Exchange, candidate: Exchange
+    path: str,
+    request: Mapping[str, Any],
+    primary: Exchange,
+    candidate: Exchange,
+    *,
+    primary_completion: Completion | None = None,
 ) -> PairComparison:
-    """Compare the two answers to `request` (pure; both exchanges complete)."""
-    p = completion_of(primary, path, request)
+    """Compare the two answers to `request` (pure; both exchanges complete). The primary's
+    answer is read here unless the caller already read it (`primary_completion`)."""
+    p = primary_completion
+    if p is None:
+        p = completion_of(primary, path, request)
     c = completion_of(candidate, path, request)
     pm, cm = request_metrics(primary, p, request), request_metrics(candidate, c, request)
     greedy = is_greedy(request)

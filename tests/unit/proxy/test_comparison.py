@@ -118,3 +118,17 @@ def test_embeddings_are_compared_by_cosine() -> None:
 
     c = compare_pair(EMBEDDINGS_PATH, {"input": "x"}, emb([1.0, 0.0]), emb([1.0, 1.0]))
     assert c.min_embedding_cosine == pytest.approx(2**-0.5)
+
+
+def test_a_primary_answer_already_read_gives_the_same_comparison_as_reading_it_again() -> None:
+    request = {**GREEDY, "stream": True}
+    primary, candidate = _stream(["The answer", " is 4"]), _stream(["The answer", " is 5"])
+    read = completion_of(primary, CHAT_PATH, request)
+    assert read is not None
+    reused = compare_pair(CHAT_PATH, request, primary, candidate, primary_completion=read)
+    fresh = compare_pair(CHAT_PATH, request, primary, candidate)
+    assert reused == fresh
+    assert (fresh.exact_match, fresh.first_divergence_char) == (False, 14)
+    # and it is what is compared (not read again): handing in the candidate's own answer matches
+    same = completion_of(candidate, CHAT_PATH, request)
+    assert compare_pair(CHAT_PATH, request, primary, candidate, primary_completion=same).exact_match
