@@ -72,6 +72,14 @@ def _payload(raw: bytes) -> dict[str, Any]:
     return body
 
 
+async def _body_or_refusal(request: Request) -> dict[str, Any] | JSONResponse:
+    """Flagger's payload, or the 400 that refuses a body that is not one."""
+    try:
+        return _payload(await _read(request))
+    except PayloadError as exc:
+        return JSONResponse({"go": False, "reason": f"bad webhook payload: {exc}"}, 400)
+
+
 def decide(hook: str, state: Mapping[str, Any]) -> tuple[int, str]:
     """The status and the one-line reason for `hook` given the controller's snapshot."""
     phase = state.get("phase")
@@ -126,10 +134,9 @@ def flagger_routes(
     the time of the call — and for its post-rollout hook, which calls `finish`."""
 
     async def post_rollout(request: Request) -> JSONResponse:
-        try:
-            body = _payload(await _read(request))
-        except PayloadError as exc:
-            return JSONResponse({"go": False, "reason": f"bad webhook payload: {exc}"}, 400)
+        body = await _body_or_refusal(request)
+        if isinstance(body, JSONResponse):
+            return body
         before = dict(snapshot())
         if finish is None or before.get("phase") not in ("progressing", "promoted", "rolled_back"):
             finalised = before.get("phase") == "finalised"
@@ -142,10 +149,9 @@ def flagger_routes(
 
     def endpoint(hook: str) -> Callable[[Request], Any]:
         async def answer(request: Request) -> JSONResponse:
-            try:
-                body = _payload(await _read(request))
-            except PayloadError as exc:
-                return JSONResponse({"go": False, "reason": f"bad webhook payload: {exc}"}, 400)
+            body = await _body_or_refusal(request)
+            if isinstance(body, JSONResponse):
+                return body
             state = dict(snapshot())
             status, reason = decide(hook, state)
             last = state.get("last_decision") or {}

@@ -43,7 +43,8 @@ class Plan:
     workers: int = 1  # client processes (closed loop only)
 
 
-def _positive_ints(option: str, text: str) -> tuple[int, ...]:
+def positive_ints(option: str, text: str) -> tuple[int, ...]:
+    """`1,4,8` for `option`: positive integers; anything else is a one-line usage error."""
     values = []
     for part in (p.strip() for p in text.split(",")):
         try:
@@ -107,7 +108,7 @@ def _arrivals(
         )
     if concurrency is None and traffic is not None and traffic.offsets_s is not None:
         return (Arrival(kind="replay", time_scale=time_scale),)
-    return tuple(closed_loop(c) for c in _positive_ints("--concurrency", concurrency or "1"))
+    return tuple(closed_loop(c) for c in positive_ints("--concurrency", concurrency or "1"))
 
 
 def _check_number(option: str, value: float, *, minimum: float, inclusive: bool = True) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
+from servegate.cli.bench_plan import positive_ints
 from servegate.cli.console import fail, gate_progress, stdout
 from servegate.cli.gate_baseline import check_baseline_config
 from servegate.cli.gate_resume import resumed_config
@@ -105,18 +107,10 @@ def _given(param: str) -> bool:
 
 def _concurrencies(text: str) -> tuple[int, ...]:
     """`1,2,4,8`: positive integers, ascending; anything else is a one-line usage error."""
-    values: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
-        try:
-            value = int(part)
-        except ValueError:
-            fail(f"--capacity-concurrency: {part!r} is not an integer (e.g. 1,2,4,8)", EXIT_USAGE)
-        if value < 1:
-            fail(f"--capacity-concurrency: {value} is not a positive integer", EXIT_USAGE)
-        if values and value <= values[-1]:
-            fail(f"--capacity-concurrency: {text!r} must ascend (e.g. 1,2,4,8)", EXIT_USAGE)
-        values.append(value)
-    return tuple(values)
+    values = positive_ints("--capacity-concurrency", text)
+    if any(b <= a for a, b in itertools.pairwise(values)):
+        fail(f"--capacity-concurrency: {text!r} must ascend (e.g. 1,2,4,8)", EXIT_USAGE)
+    return values
 
 
 def _performance(

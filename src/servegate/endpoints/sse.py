@@ -102,12 +102,10 @@ class SSEParser:
         no SSEEvent built for them; anything else takes `feed`'s path.
         """
         if self._head is not None:
-            head = self._head + chunk
-            if len(head) < len(BOM) and BOM.startswith(head):
-                self._head = head
+            got = self._past_bom(chunk)
+            if got is None:
                 return
-            self._head = None
-            chunk = head[len(BOM) :] if head.startswith(BOM) else head
+            chunk = got
         if b"\r" in chunk:
             self._feed_general(chunk, arrival_ns, sink)
             return
@@ -178,14 +176,23 @@ class SSEParser:
         for event in events:
             sink.add(event)
 
+    def _past_bom(self, chunk: bytes) -> bytes | None:
+        """The stream's first bytes without a leading BOM; None while too few have come in to
+        tell (they are held)."""
+        assert self._head is not None
+        head = self._head + chunk
+        if len(head) < len(BOM) and BOM.startswith(head):
+            self._head = head
+            return None
+        self._head = None
+        return head[len(BOM) :] if head.startswith(BOM) else head
+
     def _feed(self, chunk: bytes, arrival_ns: int, events: list[SSEEvent]) -> None:
         if self._head is not None:
-            head = self._head + chunk
-            if len(head) < len(BOM) and BOM.startswith(head):
-                self._head = head
+            got = self._past_bom(chunk)
+            if got is None:
                 return
-            self._head = None
-            chunk = head[len(BOM) :] if head.startswith(BOM) else head
+            chunk = got
         if not self._line_len and not self._after_cr and b"\r" not in chunk:
             self._feed_lf(chunk, arrival_ns, events)
             return
