@@ -49,6 +49,9 @@ class HalfCanary:
         await stop.wait()
         self.stopped = True
 
+    async def finish(self, reason: str, evidence: Mapping[str, Any]) -> object:
+        raise AssertionError("nothing here ends the canary")
+
     def snapshot(self) -> Mapping[str, Any]:
         return {"step": 0, "weight": 0.5, "phase": "progressing", "last_decision": None}
 
