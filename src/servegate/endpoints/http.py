@@ -1,6 +1,8 @@
-"""OpenAIEndpoint: the Endpoint protocol over HTTP with aiohttp.
+"""OpenAIEndpoint: the Endpoint protocol over HTTP.
 
-One ClientSession per endpoint (keep-alive pool), created lazily inside the running loop. Calls
+Plain http goes through servegate's own HTTP/1.1 client (`wire.py`: an asyncio Protocol with
+httptools, one call per socket read rather than aiohttp's per-chunk task switch); https through
+aiohttp. One keep-alive pool per endpoint, created lazily inside the running loop. Calls
 never raise for server faults: the result's `error` says what failed, on which side, after how
 many attempts. Redirects are not followed, TLS is always verified, and the API key is read from a
 named environment variable, sent as a Bearer token, and never put in a message or repr.
@@ -30,8 +32,10 @@ from servegate.endpoints.reception import (
 from servegate.endpoints.retry import RetryConfig, is_retryable, retry_after_s, wait_s
 from servegate.endpoints.sse import DEFAULT_MAX_EVENT_BYTES
 from servegate.endpoints.timing import TimingRecorder
-from servegate.endpoints.transport import TimeoutConfig, transport_fault
+from servegate.endpoints.transport import BodyReader, TimeoutConfig, transport_fault
 from servegate.endpoints.types import Completion, Embeddings, RawResponse
+from servegate.endpoints.wire import WireBody
+from servegate.endpoints.wire_pool import WirePool
 
 R = TypeVar("R")
 MAX_KEPT_URLS = 32  # joined request URLs kept per endpoint (raw() may be asked for any path)
@@ -66,8 +70,10 @@ class OpenAIEndpoint:
             if not key:
                 raise EndpointError(f"API key variable {api_key_env} is not set or empty")
             self._headers["Authorization"] = f"Bearer {key}"
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # https: aiohttp (TLS)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool: WirePool | None = None  # http: the lean HTTP/1.1 client (wire.py)
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._urls: dict[str, URL] = {}
 
     def __repr__(self) -> str:
@@ -122,6 +128,9 @@ class OpenAIEndpoint:
 
     async def aclose(self) -> None:
         """Close the connection pool; the endpoint opens a new one if used again."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
         session, self._session = self._session, None
         if session is not None and not session.closed:
             await session.close()
@@ -186,27 +195,43 @@ class OpenAIEndpoint:
         reception: Reception[R],
     ) -> tuple[R, Mapping[str, str]]:
         url = self._url(path)
-        session = self._session_now()
         recorder = TimingRecorder()
         headers: Mapping[str, str] = {}
         status: int | None = None
-        extra = {"Accept": "text/event-stream"} if body and body.get("stream") else None
+        stream = bool(body and body.get("stream"))
         try:
             async with asyncio.timeout_at(deadline_at):
-                # sent_ns moves on as the request is written (_stamp_written): the wait for a
-                # pooled connection before that is client queueing, not the server's TTFT.
+                # sent_ns moves on as the request is written: the wait for a pooled connection
+                # before that is client queueing, not the server's TTFT.
                 recorder.queued_ns = recorder.sent_ns = time.perf_counter_ns()
-                async with session.request(
+                if self._base.scheme == "http":
+                    pool = self._pool_now()
+                    conn = await pool.acquire()
+                    try:
+                        request = pool.request(
+                            method, url.raw_path_qs, body, "text/event-stream" if stream else None
+                        )
+                        head = conn.send(request)
+                        recorder.wrote()
+                        wire_response = await head
+                        recorder.headers_ns = conn.head_ns
+                        headers, status = wire_response.headers, wire_response.status
+                        reader = WireBody(conn, self._timeouts.idle_s)
+                        return await reception.receive(wire_response, reader, recorder), headers
+                    finally:
+                        pool.release(conn)
+                async with self._session_now().request(
                     method,
                     url,
                     json=None if body is None else dict(body),
-                    headers=extra,
+                    headers={"Accept": "text/event-stream"} if stream else None,
                     allow_redirects=False,
                     trace_request_ctx=recorder,
                 ) as response:
                     recorder.headers_ns = time.perf_counter_ns()
                     headers, status = response.headers, response.status
-                    return await reception.receive(response, recorder), headers
+                    body_reader = BodyReader(response, self._timeouts.idle_s)
+                    return await reception.receive(response, body_reader, recorder), headers
         except FaultError as exc:
             fault = exc
         except aiohttp.ClientError as exc:
@@ -235,6 +260,22 @@ class OpenAIEndpoint:
         if len(self._urls) < MAX_KEPT_URLS:
             self._urls[path] = url
         return url
+
+    def _pool_now(self) -> WirePool:
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._pool.closed or self._pool_loop is not loop:
+            host, port = self._base.host, self._base.port
+            assert host is not None
+            assert port is not None
+            self._pool = WirePool(
+                host,
+                port,
+                self._headers,
+                limit=self._max_connections,
+                connect_s=self._timeouts.connect_s,
+            )
+            self._pool_loop = loop
+        return self._pool
 
     def _session_now(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()

@@ -11,16 +11,14 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
-import aiohttp
-
 from servegate.endpoints.assembly import StreamAssembler
 from servegate.endpoints.body import completion_draft, decode_json, embeddings_of
 from servegate.endpoints.draft import CompletionDraft, RequestContext, body_error
 from servegate.endpoints.errors import ErrorCategory, FaultError, RequestError
-from servegate.endpoints.sse import SSEFaultError, SSEParser
+from servegate.endpoints.sse import SSEParser
 from servegate.endpoints.text import excerpt
 from servegate.endpoints.timing import TimingRecorder, is_buffered
-from servegate.endpoints.transport import BodyReader, TimeoutConfig
+from servegate.endpoints.transport import Body, ResponseHead, TimeoutConfig
 from servegate.endpoints.types import Completion, Embeddings, RawResponse
 
 R_co = TypeVar("R_co", covariant=True)
@@ -28,7 +26,7 @@ ERROR_BODY_BYTES = 64 * 1024
 
 
 class Reception(Protocol[R_co]):
-    async def receive(self, response: aiohttp.ClientResponse, recorder: TimingRecorder) -> R_co:
+    async def receive(self, response: ResponseHead, reader: Body, recorder: TimingRecorder) -> R_co:
         """Read the response and build the result; raises FaultError."""
         ...
 
@@ -41,7 +39,7 @@ def _is_json(content_type: str) -> bool:
     return content_type == "application/json" or content_type.endswith("+json")
 
 
-async def status_fault(response: aiohttp.ClientResponse, reader: BodyReader) -> FaultError:
+async def status_fault(response: ResponseHead, reader: Body) -> FaultError:
     """A non-2xx answer as a fault: 3xx PROTOCOL (never followed), 429/503 RATE_LIMITED,
     other 4xx REJECTED, 5xx SERVER; the server's message and a bounded excerpt kept."""
     status = response.status
@@ -95,10 +93,9 @@ class CompletionReception:
         self._status: int | None = None
 
     async def receive(
-        self, response: aiohttp.ClientResponse, recorder: TimingRecorder
+        self, response: ResponseHead, reader: Body, recorder: TimingRecorder
     ) -> Completion:
         self._status = response.status
-        reader = BodyReader(response, self._timeouts.idle_s)
         if not 200 <= response.status < 300:
             raise await status_fault(response, reader)
         content_type = response.content_type
@@ -125,29 +122,21 @@ class CompletionReception:
             self._draft.flags.add("buffered_stream")
         return self._draft.finish(self._ctx, status=self._status, timing=timing)
 
-    async def _stream(self, reader: BodyReader, recorder: TimingRecorder) -> None:
+    async def _stream(self, reader: Body, recorder: TimingRecorder) -> None:
         parser = SSEParser(max_event_bytes=self._max_bytes)
         assembler = StreamAssembler(recorder, chat=self._chat)
         self._draft = assembler.draft
+
+        def intake(data: bytes, arrival_ns: int) -> None:
+            parser.feed_into(data, arrival_ns, assembler)
+
+        def done() -> bool:
+            return assembler.done
+
         arrival = 0
         try:
-            async with reader:  # one idle clock for the stream (a stall surfaces at its exit)
-                while True:
-                    data, arrival = await reader.chunk(
-                        self._timeouts.done_grace_s if assembler.done else None
-                    )
-                    if data:
-                        parser.feed_into(data, arrival, assembler)
-                        continue
-                    try:
-                        events = parser.close(arrival)
-                    except SSEFaultError as exc:
-                        for event in exc.events:
-                            assembler.add(event)
-                        raise
-                    for event in events:
-                        assembler.add(event)
-                    break
+            arrival = await reader.pump(intake, self._timeouts.done_grace_s, done)
+            parser.close_into(arrival, assembler)
         except FaultError:
             if not assembler.done:
                 raise
@@ -182,10 +171,9 @@ class EmbeddingsReception:
         self._status: int | None = None
 
     async def receive(
-        self, response: aiohttp.ClientResponse, recorder: TimingRecorder
+        self, response: ResponseHead, reader: Body, recorder: TimingRecorder
     ) -> Embeddings:
         self._status = response.status
-        reader = BodyReader(response, self._timeouts.idle_s)
         if not 200 <= response.status < 300:
             raise await status_fault(response, reader)
         data, recorder.done_ns = await reader.read_all(self._max_bytes)
@@ -215,11 +203,10 @@ class RawReception:
         self._headers: dict[str, str] = {}
 
     async def receive(
-        self, response: aiohttp.ClientResponse, recorder: TimingRecorder
+        self, response: ResponseHead, reader: Body, recorder: TimingRecorder
     ) -> RawResponse:
         self._status = response.status
         self._headers = dict(response.headers)
-        reader = BodyReader(response, self._timeouts.idle_s)
         body, recorder.done_ns = await reader.read_all(self._max_bytes)
         return RawResponse(
             status=response.status, headers=self._headers, body=body, timing=recorder.freeze()

@@ -255,6 +255,18 @@ class SSEParser:
         if rest:
             self._hold(rest, 0, len(rest))
 
+    def close_into(self, arrival_ns: int, sink: EventSink) -> None:
+        """`close`, with the events handed to `sink`; on a fault the sink takes the events
+        completed before it, then SSEFaultError is raised."""
+        try:
+            events = self.close(arrival_ns)
+        except SSEFaultError as exc:
+            for event in exc.events:
+                sink.add(event)
+            raise
+        for event in events:
+            sink.add(event)
+
     def close(self, arrival_ns: int = 0) -> list[SSEEvent]:
         """End of stream: an unterminated last line and event come back with complete=False."""
         events: list[SSEEvent] = []

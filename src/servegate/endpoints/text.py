@@ -30,3 +30,9 @@ def excerpt(data: bytes | str, limit: int = EXCERPT_CHARS) -> str:
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text[:limit])
     text, _ = clean_surrogates(text)
     return text + "…" if cut else text
+
+
+def exception_text(exc: BaseException) -> str:
+    """An exception for a message: its type and a bounded excerpt of its text."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {excerpt(text, 200)}" if text else type(exc).__name__

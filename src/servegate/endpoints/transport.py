@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol
 
 import aiohttp
 
 from servegate.endpoints.errors import ErrorCategory, FaultError
-from servegate.endpoints.text import excerpt
+from servegate.endpoints.text import exception_text
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 
@@ -29,6 +31,41 @@ class TimeoutConfig:
     idle_s: float = 60.0  # longest silence after headers before the stream counts as stalled
     connect_s: float = 10.0  # TCP/TLS connect; a connect timeout is an infra failure
     done_grace_s: float = 1.0  # how long to wait for the body to end after `data: [DONE]`
+
+
+class ResponseHead(Protocol):
+    """What a reception reads of a response before its body (aiohttp's or the wire's)."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def content_type(self) -> str: ...
+    @property
+    def content_length(self) -> int | None: ...
+
+
+class Body(Protocol):
+    """A response body read under the idle clock (BodyReader over aiohttp, WireBody)."""
+
+    @property
+    def bytes_read(self) -> int: ...
+
+    async def chunk(self, idle_s: float | None = None) -> tuple[bytes, int]:
+        """The next bytes and their arrival stamp; b"" at the end of the body."""
+        ...
+
+    async def read_all(self, max_bytes: int) -> tuple[bytes, int]:
+        """The whole body (TOO_LARGE past `max_bytes`) and the stamp of its last byte."""
+        ...
+
+    async def pump(
+        self, sink: Callable[[bytes, int], None], grace_s: float, done: Callable[[], bool]
+    ) -> int:
+        """Each read to `sink` until the body ends (idle limit `grace_s` once `done()`); the
+        end's stamp."""
+        ...
 
 
 class BodyReader:
@@ -82,7 +119,9 @@ class BodyReader:
         except TimeoutError:
             raise self._stalled() from None
         except aiohttp.ClientError as exc:
-            raise FaultError(ErrorCategory.RESET, f"connection lost: {_name(exc)}") from exc
+            raise FaultError(
+                ErrorCategory.RESET, f"connection lost: {exception_text(exc)}"
+            ) from exc
         self.bytes_read += len(data)
         return data, time.perf_counter_ns()
 
@@ -91,6 +130,17 @@ class BodyReader:
             ErrorCategory.STALLED,
             f"no bytes for {self._limit:g} s after {self.bytes_read} body bytes",
         )
+
+    async def pump(
+        self, sink: Callable[[bytes, int], None], grace_s: float, done: Callable[[], bool]
+    ) -> int:
+        """Each chunk to `sink` as read until the body ends; the stamp of the end."""
+        async with self:  # one idle clock for the stream (a stall surfaces at its exit)
+            while True:
+                data, arrival = await self.chunk(grace_s if done() else None)
+                if not data:
+                    return arrival
+                sink(data, arrival)
 
     async def read_all(self, max_bytes: int) -> tuple[bytes, int]:
         """The whole body (TOO_LARGE past `max_bytes`) and the stamp of its last byte."""
@@ -117,22 +167,19 @@ def transport_fault(exc: BaseException, *, got_headers: bool) -> FaultError:
     if isinstance(exc, FaultError):
         return exc
     if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
-        return FaultError(ErrorCategory.TLS, f"TLS failure: {_name(exc)}")
+        return FaultError(ErrorCategory.TLS, f"TLS failure: {exception_text(exc)}")
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return FaultError(ErrorCategory.INFRA, f"DNS lookup failed: {_name(exc)}")
+        return FaultError(ErrorCategory.INFRA, f"DNS lookup failed: {exception_text(exc)}")
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return FaultError(ErrorCategory.INFRA, f"connection failed: {_name(exc)}")
+        return FaultError(ErrorCategory.INFRA, f"connection failed: {exception_text(exc)}")
     if isinstance(exc, aiohttp.ServerTimeoutError):
         return FaultError(ErrorCategory.INFRA, "connect timed out")
     if isinstance(exc, aiohttp.ClientResponseError):
-        return FaultError(ErrorCategory.PROTOCOL, f"malformed HTTP response: {_name(exc)}")
+        return FaultError(ErrorCategory.PROTOCOL, f"malformed HTTP response: {exception_text(exc)}")
     if isinstance(exc, aiohttp.InvalidURL):
-        return FaultError(ErrorCategory.PROTOCOL, f"invalid URL: {_name(exc)}")
+        return FaultError(ErrorCategory.PROTOCOL, f"invalid URL: {exception_text(exc)}")
     if not got_headers:
-        return FaultError(ErrorCategory.INFRA, f"connection closed before headers: {_name(exc)}")
-    return FaultError(ErrorCategory.RESET, f"connection lost mid-body: {_name(exc)}")
-
-
-def _name(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {excerpt(text, 200)}" if text else type(exc).__name__
+        return FaultError(
+            ErrorCategory.INFRA, f"connection closed before headers: {exception_text(exc)}"
+        )
+    return FaultError(ErrorCategory.RESET, f"connection lost mid-body: {exception_text(exc)}")

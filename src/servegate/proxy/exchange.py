@@ -13,7 +13,7 @@ from servegate.endpoints.assembly import StreamAssembler
 from servegate.endpoints.body import completion_draft, decode_json
 from servegate.endpoints.draft import CompletionDraft, RequestContext, body_error
 from servegate.endpoints.errors import ErrorCategory, FaultError, RequestError
-from servegate.endpoints.sse import SSEFaultError, SSEParser
+from servegate.endpoints.sse import SSEParser
 from servegate.endpoints.text import excerpt
 from servegate.endpoints.timing import TimingRecorder
 from servegate.endpoints.types import Completion
@@ -116,17 +116,10 @@ def _assemble(exchange: Exchange, recorder: TimingRecorder, *, chat: bool) -> Co
     parser = SSEParser()
     assembler = StreamAssembler(recorder, chat=chat)
     last = exchange.sent_ns
-    try:
-        for data, arrival in zip(exchange.chunks, exchange.arrivals_ns, strict=True):
-            for event in parser.feed(data, arrival):
-                assembler.add(event)
-            last = arrival
-        for event in parser.close(last):
-            assembler.add(event)
-    except SSEFaultError as exc:
-        for event in exc.events:
-            assembler.add(event)
-        raise
+    for data, arrival in zip(exchange.chunks, exchange.arrivals_ns, strict=True):
+        parser.feed_into(data, arrival, assembler)
+        last = arrival
+    parser.close_into(last, assembler)
     if not assembler.done:
         raise FaultError(
             ErrorCategory.TRUNCATED, f"stream closed after {assembler.events} events without [DONE]"

@@ -99,14 +99,17 @@ def outcome(data: bytes, cuts: list[int], limit: int, *, chat: bool, fused: bool
                 raise
             for event in events:
                 assembler.add(event)
-        try:
-            events = parser.close(len(edges))
-        except SSEFaultError as exc:
-            for event in exc.events:
+        if fused:
+            parser.close_into(len(edges), assembler)
+        else:
+            try:
+                events = parser.close(len(edges))
+            except SSEFaultError as exc:
+                for event in exc.events:
+                    assembler.add(event)
+                raise
+            for event in events:
                 assembler.add(event)
-            raise
-        for event in events:
-            assembler.add(event)
     except FaultError as exc:
         fault = (type(exc), exc.category, exc.message)
     # reception reads the parser after the stream only when it ended cleanly or after [DONE]

@@ -1,0 +1,169 @@
+"""The plain-http client (endpoints/wire.py) where it differs from aiohttp's: connection reuse,
+bodies that end with the connection, bytes after an answer, the pool's limit. FAULTS.md's items
+run through it in test_endpoint_faults.py (every ScriptedServer there is plain http)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from servegate.endpoints import ErrorCategory
+from servegate.endpoints.http import OpenAIEndpoint
+from servegate.endpoints.retry import RetryConfig
+from servegate.endpoints.scripted import (
+    Conn,
+    Request,
+    ScriptedServer,
+    chat_body,
+    chat_stream,
+    reply_json,
+    reply_stream,
+)
+from servegate.endpoints.transport import TimeoutConfig
+
+CHAT = "/v1/chat/completions"
+STREAM = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+PLAIN = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+ONCE = RetryConfig(max_attempts=1)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    async with ScriptedServer() as srv:
+        yield srv
+
+
+def endpoint(srv: ScriptedServer, **options: Any) -> OpenAIEndpoint:
+    options.setdefault("retry", ONCE)
+    options.setdefault("timeouts", TimeoutConfig(deadline_s=5.0, idle_s=2.0, done_grace_s=0.2))
+    return OpenAIEndpoint("candidate", srv.url, **options)
+
+
+async def test_answers_on_one_connection_reuse_it(server: ScriptedServer) -> None:
+    server.route(
+        CHAT, reply_stream(chat_stream("a", "b")), reply_json(chat_body("c")), reply_stream(
+            chat_stream("d"))
+    )  # fmt: skip
+    async with endpoint(server) as ep:
+        results = [await ep.chat(STREAM), await ep.chat(PLAIN), await ep.chat(STREAM)]
+    assert [r.content for r in results] == ["ab", "c", "d"]
+    assert server.connections == 1
+
+
+async def _until_close(request: Request, conn: Conn) -> None:
+    # HTTP/1.1 without Content-Length or chunking: the body is whatever comes before the FIN
+    body = json.dumps(chat_body("to the end")).encode()
+    await conn.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + body)
+    conn.close()
+
+
+async def _stream_until_close(request: Request, conn: Conn) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
+    await conn.send(head + b"".join(chat_stream("x", "y")))
+    conn.close()
+
+
+async def test_a_body_ended_by_the_connection_is_a_whole_answer(server: ScriptedServer) -> None:
+    server.route(CHAT, _until_close, _stream_until_close, reply_json(chat_body("next")))
+    async with endpoint(server) as ep:
+        plain = await ep.chat(PLAIN)
+        streamed = await ep.chat(STREAM)
+        after = await ep.chat(PLAIN)
+    assert (plain.content, plain.error) == ("to the end", None)
+    assert (streamed.content, streamed.error) == ("xy", None)
+    assert after.content == "next"
+    assert server.connections == 3  # a connection whose end was the body's is never reused
+
+
+async def _answer_then_junk(request: Request, conn: Conn) -> None:
+    await reply_json(chat_body("first"))(request, conn)
+    await conn.send(b"HTTP/1.1 200 OK\r\n")  # bytes nobody asked for
+
+
+async def test_bytes_after_an_answer_keep_the_answer_and_retire_the_connection(
+    server: ScriptedServer,
+) -> None:
+    server.route(CHAT, _answer_then_junk, reply_json(chat_body("second")))
+    async with endpoint(server) as ep:
+        first = await ep.chat(PLAIN)
+        await asyncio.sleep(0.05)  # the junk arrives while the connection waits in the pool
+        second = await ep.chat(PLAIN)
+    assert (first.content, first.error) == ("first", None)
+    assert (second.content, second.error) == ("second", None)
+    assert server.connections == 2
+
+
+async def _answer_and_close(request: Request, conn: Conn) -> None:
+    await reply_json(chat_body("bye"))(request, conn)
+    conn.close()
+
+
+async def test_a_pooled_connection_the_server_closed_is_replaced(server: ScriptedServer) -> None:
+    server.route(CHAT, _answer_and_close, reply_json(chat_body("fresh")))
+    async with endpoint(server) as ep:
+        first = await ep.chat(PLAIN)
+        await asyncio.sleep(0.05)  # the FIN reaches the idle connection
+        second = await ep.chat(PLAIN)
+    assert (first.content, second.content) == ("bye", "fresh")
+    assert second.error is None
+    assert server.connections == 2
+
+
+async def test_the_pool_never_opens_more_than_max_connections(server: ScriptedServer) -> None:
+    open_now = peak = 0
+
+    async def counted(request: Request, conn: Conn) -> None:
+        nonlocal open_now, peak
+        open_now += 1
+        peak = max(peak, open_now)
+        try:
+            await reply_stream(chat_stream("t", "u"), delay_s=0.02)(request, conn)
+        finally:
+            open_now -= 1
+
+    server.route(CHAT, counted)
+    async with endpoint(server, max_connections=3) as ep:
+        results = await asyncio.gather(*(ep.chat(STREAM) for _ in range(12)))
+    assert [r.content for r in results] == ["tu"] * 12
+    assert all(r.error is None for r in results)
+    assert peak == 3
+    assert server.connections == 3
+    # queued requests count as sent once written: no TTFT includes the wait for a connection
+    waits = [r.timing.sent_ns - (r.timing.queued_ns or r.timing.sent_ns) for r in results]
+    assert sum(w > 20_000_000 for w in waits) >= 6
+
+
+async def _connection_close_header(request: Request, conn: Conn) -> None:
+    body = json.dumps(chat_body("last")).encode()
+    head = (
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    await conn.send(head.encode() + body)
+
+
+async def test_connection_close_from_the_server_is_honoured(server: ScriptedServer) -> None:
+    server.route(CHAT, _connection_close_header, reply_json(chat_body("again")))
+    async with endpoint(server) as ep:
+        first = await ep.chat(PLAIN)
+        second = await ep.chat(PLAIN)
+    assert (first.content, second.content) == ("last", "again")
+    assert server.connections == 2
+
+
+async def _not_http_after_headers(request: Request, conn: Conn) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+    await conn.send(head + b"\r\n5\r\ndata:\r\nzz\r\nbroken")
+
+
+async def test_broken_chunk_framing_mid_body_is_protocol(server: ScriptedServer) -> None:
+    server.route(CHAT, _not_http_after_headers)
+    async with endpoint(server) as ep:
+        result = await ep.chat(STREAM)
+    assert result.error is not None
+    assert result.error.category is ErrorCategory.PROTOCOL
+    assert "malformed HTTP response" in result.error.message
