@@ -12,7 +12,10 @@ Clients compared in the same run:
 - raw: a minimal aiohttp client (split on blank lines, json.loads each event), the least a
   correct client can do;
 - raw-count: aiohttp that only counts `data:` lines per read, no JSON at all (stamps a read
-  that holds a data line as one chunk): the physical limit of a Python client;
+  that holds a data line as one chunk): the limit of a client on aiohttp (the issue's
+  "non-parsing client");
+- proto-count: the same counting below aiohttp (asyncio Protocol + httptools, as servegate's
+  own HTTP client since the wire client): the limit of a Python client on asyncio;
 - guidellm: `guidellm run` with a local tokenizer (throughput and its own TTFT/ITL only: it
   cannot tag requests, so no per-request error).
 
@@ -221,6 +224,90 @@ async def raw_count_client(url: str, concurrency: int) -> tuple[Request, Callabl
     return request, session.close
 
 
+async def proto_count_client(url: str, concurrency: int) -> tuple[Request, Callable[[], Awaitable]]:
+    """raw-count below aiohttp: an asyncio Protocol per keep-alive connection, httptools for
+    HTTP, `data:` lines counted per socket read in `data_received` — no StreamReader, no task
+    switch per read. The floor for a Python client on asyncio; the same records as raw-count."""
+    from urllib.parse import urlsplit
+
+    import httptools
+
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    loop = asyncio.get_running_loop()
+    idle: list[Any] = []
+
+    class Conn(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.transport: Any = None
+            self.done: asyncio.Future[None] | None = None
+            self.chunk_ns: list[int] = []
+            self.chunk_tokens: list[int] = []
+            self.lines = 0
+            self.status = 0
+            self.keep = False
+            self.parser = httptools.HttpResponseParser(self)
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.lines = 0
+            self.parser.feed_data(data)
+            if self.lines:
+                self.chunk_ns.append(time.perf_counter_ns())
+                self.chunk_tokens.append(self.lines)
+            if self.keep and self.done is not None and not self.done.done():
+                self.done.set_result(None)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.done is not None and not self.done.done():
+                self.done.set_exception(ConnectionError("lost"))
+
+        def on_body(self, body: bytes) -> None:
+            self.lines += body.count(b"data:")
+
+        def on_message_complete(self) -> None:
+            self.status = self.parser.get_status_code()
+            self.keep = True
+
+    async def request(body: dict[str, Any]) -> Record:
+        data = json.dumps(body).encode()
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode()
+        conn = idle.pop() if idle else (await loop.create_connection(Conn, host, port))[1]
+        conn.done = loop.create_future()
+        conn.chunk_ns, conn.chunk_tokens, conn.keep = [], [], False
+        sent_ns = time.perf_counter_ns()
+        conn.transport.write(head + data)
+        await conn.done
+        idle.append(conn)
+        chunk_ns, chunk_tokens = conn.chunk_ns, conn.chunk_tokens
+        events = sum(chunk_tokens) - 4  # as raw-count: role, finish, usage, [DONE]
+        if chunk_tokens and chunk_tokens[0] == 1:
+            chunk_ns.pop(0)
+            chunk_tokens.pop(0)
+        ok = conn.status == 200
+        return {
+            "key": body["user"],
+            "ok": ok,
+            "error": None if ok else f"HTTP {conn.status}",
+            "sent_ns": sent_ns,
+            "chunk_ns": chunk_ns,
+            "chunk_tokens": chunk_tokens,
+            "tokens": events,
+        }
+
+    async def close() -> None:
+        for conn in idle:
+            conn.transport.close()
+
+    return request, close
+
+
 async def servegate_default_client(
     url: str, concurrency: int
 ) -> tuple[Request, Callable[[], Awaitable]]:
@@ -232,6 +319,7 @@ CLIENTS = {
     "servegate-default": servegate_default_client,
     "raw": raw_client,
     "raw-count": raw_count_client,
+    "proto-count": proto_count_client,
 }
 
 

@@ -84,13 +84,34 @@ async def _answer_then_junk(request: Request, conn: Conn) -> None:
     await conn.send(b"HTTP/1.1 200 OK\r\n")  # bytes nobody asked for
 
 
+def _chunked(body: bytes) -> bytes:
+    return f"{len(body):x}\r\n".encode() + body + b"\r\n"
+
+
+async def _stream_and_a_second_answer_in_one_write(request: Request, conn: Conn) -> None:
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    # the answer's events (up to [DONE]: the reader keeps reading until the body ends), then a
+    # second response whose token event would join the answer were it read as its body
+    answer = chat_stream("fir", "st")[:-1]
+    body = b"".join(_chunked(event) for event in answer) + b"0\r\n\r\n"
+    extra = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked(answer[2])
+    await conn.send(head + body + extra)
+
+
+@pytest.mark.parametrize(
+    ("script", "body"),
+    [(_answer_then_junk, PLAIN), (_stream_and_a_second_answer_in_one_write, STREAM)],
+    ids=["junk-after-json", "second-answer-in-the-same-read"],
+)
 async def test_bytes_after_an_answer_keep_the_answer_and_retire_the_connection(
-    server: ScriptedServer,
+    server: ScriptedServer, script: Any, body: dict[str, Any]
 ) -> None:
-    server.route(CHAT, _answer_then_junk, reply_json(chat_body("second")))
+    server.route(CHAT, script, reply_json(chat_body("second")))
     async with endpoint(server) as ep:
-        first = await ep.chat(PLAIN)
-        await asyncio.sleep(0.05)  # the junk arrives while the connection waits in the pool
+        first = await ep.chat(body)
+        await asyncio.sleep(0.05)  # later junk arrives while the connection waits in the pool
         second = await ep.chat(PLAIN)
     assert (first.content, first.error) == ("first", None)
     assert (second.content, second.error) == ("second", None)

@@ -53,6 +53,9 @@ class WireConnection(asyncio.Protocol):
         self._header_list: list[tuple[str, str]] = []
         self._head: asyncio.Future[WireResponse] | None = None
         self._parts: list[bytes] = []  # body bytes of the read being parsed
+        # httptools' body callback, a C call per HTTP chunk (servers send an event per chunk)
+        self.on_body = self._parts.append
+        self._answer_parts = -1  # once complete: how many parts of the read were the answer's
         self._held: list[bytes] = []  # body bytes read while no sink was set
         self._held_ns = 0
         self._sink: Sink | None = None
@@ -60,6 +63,7 @@ class WireConnection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._error: FaultError | None = None
         self._complete = False
+        self._answer_parts = -1
         self._until_close = False  # neither Content-Length nor chunked: the body ends at EOF
         self._keep_alive = False
         self._stamp = 0  # arrival of the last read
@@ -89,6 +93,10 @@ class WireConnection(asyncio.Protocol):
             )
             return
         parts = self._parts
+        cut = self._answer_parts
+        if cut >= 0:  # the answer is complete: bytes after it are not its body
+            del parts[cut:]
+            self._answer_parts = 0  # nothing read later belongs to it either
         if not parts:
             return
         body = parts[0] if len(parts) == 1 else b"".join(parts)
@@ -146,10 +154,6 @@ class WireConnection(asyncio.Protocol):
         self._head.set_result(WireResponse(parser.get_status_code(), headers))
         self.head_ns = self._stamp
 
-    def on_body(self, body: bytes) -> None:
-        if not self._complete:
-            self._parts.append(body)
-
     def on_message_complete(self) -> None:
         parser = self._parser
         assert parser is not None
@@ -157,6 +161,7 @@ class WireConnection(asyncio.Protocol):
             self._keep_alive = False
             return
         self._keep_alive = parser.should_keep_alive()
+        self._answer_parts = len(self._parts)
         self._finish(self._stamp)
 
     # --- one exchange ------------------------------------------------------------------------
@@ -186,6 +191,7 @@ class WireConnection(asyncio.Protocol):
         self._head = None
         self._held = []
         self._complete = False
+        self._answer_parts = -1
         self._until_close = False
         self._keep_alive = False
         self.bytes_read = 0
