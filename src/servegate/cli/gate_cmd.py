@@ -446,7 +446,11 @@ def gate(
     )
     given = _given_options(click.get_current_context())
     try:
-        store = None if no_store else open_engine(db)
+        # The database is opened once the configuration is known to be good (a bad file or
+        # option writes nothing), unless the configuration comes from it (--baseline-run,
+        # --resume).
+        needs_store = baseline_run is not None or resume_ref is not None
+        store = open_engine(db) if needs_store and not no_store else None
         stored = None
         if baseline_run is not None and store is not None:
             stored = load_baseline(store, baseline_run)
@@ -489,6 +493,8 @@ def gate(
             cfg = validate(GateConfig, settings, source)
         if stored is not None and cfg is not None:
             check_baseline_config(stored, cfg)
+        if store is None and not no_store:
+            store = open_engine(db)
         point = None
         if resume_ref is not None and store is not None:
             point = load_resume_point(store, resume_ref)

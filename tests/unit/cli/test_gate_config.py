@@ -47,3 +47,13 @@ def test_an_option_given_on_the_command_line_overrides_the_file(tmp_path: Path) 
     path = _config(tmp_path, "numerics_prompts: 0\n")
     code, out = _gate("--config", str(path), "--numerics-prompts", "3", "--probe-deadline-s", "2")
     assert code == 3, out  # valid now: it got as far as the (closed) endpoints
+
+
+def test_a_bad_file_writes_no_database(tmp_path: Path) -> None:
+    path = _config(tmp_path, "numerics_prompts: 0\n")
+    db = tmp_path / "runs.db"
+    result = CliRunner().invoke(gate, ["--config", str(path), "--db", str(db), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "numerics_prompts" in result.output
+    assert not db.exists()
+    assert list(tmp_path.iterdir()) == [path]
