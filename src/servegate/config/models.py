@@ -359,6 +359,21 @@ class Policy(_Frozen):
         "TTFT limit had widened to 1.84×, so a candidate 80 % slower would have passed.",
         ge=0.0,
     )
+    capacity_attainment_drop_max: float = _key(
+        0.5,
+        "share of requests",
+        "How much lower the candidate's share of requests meeting the SLO may be than the "
+        "baseline's, at the concurrency where the candidate first missed it, before the max "
+        "concurrency under SLO row can fail, and only when also significant (one-sided Fisher "
+        "exact, significance_alpha): the SLO row's effect-size band, as the other performance "
+        "rows have theirs. 0.5 is twice the largest drop measured between two clean reference "
+        "engines (0.25: 12/16 against 16/16 at the step an e2el_ms=5000 SLO sat on, 7 runs, "
+        "2026-12-01, benchmarks/RESULTS.md), where a burst of load on a shared machine hit one "
+        "side's step; a capacity regression takes most of a step's requests past the SLO (the "
+        "slow fault layer: 1.0).",
+        ge=0.0,
+        le=1.0,
+    )
     significance_alpha: float = _key(
         0.05,
         "p-value",

@@ -5,10 +5,12 @@ Each side's sweep is read the way `servegate bench` reads its own (`load.sweep.s
 bound, failed requests counting as misses. Both sides climb the same concurrencies and stop after
 their first missed step, so at most one step can show a regression: the candidate's first miss.
 It fails only when the baseline met the SLO there and the candidate's share of requests meeting
-it is significantly lower (one-sided Fisher exact, `significance_alpha`): a limit one step lower
-because of a request or two is noise, not a regression. It is not measured — never passed — when
-that step was client-bound on either side, has too few requests to ever be significant, a side
-was sent no sweep because it hung earlier in the gate, or the baseline met the SLO nowhere.
+it is both significantly lower (one-sided Fisher exact, `significance_alpha`) and lower by more
+than `capacity_attainment_drop_max` (the effect-size band): a limit one step lower because of a
+request or two, or of a burst of load on one side's step, is noise, not a regression. It is not
+measured — never passed — when that step was client-bound on either side, has too few requests
+to ever be significant, a side was sent no sweep because it hung earlier in the gate, or the
+baseline met the SLO nowhere.
 """
 
 from __future__ import annotations
@@ -114,17 +116,17 @@ def capacity_check(ev: PerformanceEvidence, policy: Policy) -> Check | None:
     if slo is None:
         return None
     b, c = (side_sweep(ev, name, slo) for name in SIDES)
-    alpha = policy.significance_alpha
+    alpha, band = policy.significance_alpha, policy.capacity_attainment_drop_max
     limit = (
         f"wherever the baseline met the SLO ({slo.describe()}; ≥ {ATTAINMENT:.0%} of requests), "
-        f"the candidate's share meeting it is not significantly lower "
-        f"(one-sided Fisher exact p < {alpha:g})"
+        f"the candidate's share meeting it is not lower by more than {band:.0%} of requests "
+        f"with one-sided Fisher exact p < {alpha:g}"
     )
 
     def measured(failed: bool, reason: str) -> Check:
         return check(
             NAME, TITLE, failed=failed, baseline=b.cell(), candidate=c.cell(), ratio=_ratio(b, c),
-            limit=limit, policy_key="significance_alpha", row=ROW, reason=reason,
+            limit=limit, policy_key="capacity_attainment_drop_max", row=ROW, reason=reason,
         )  # fmt: skip
 
     def unmeasured(why: str) -> Check:
@@ -160,11 +162,19 @@ def capacity_check(ev: PerformanceEvidence, policy: Policy) -> Check | None:
     floor_p = 1 / comb(nb + nc, nb) if nb and nc else 1.0
     inc = rate_increase(nb - (bs.metrics.slo_met or 0), nb, nc - (cs.metrics.slo_met or 0), nc)
     shares = f"candidate {_share(cs)} against the baseline's {_share(bs)}"
-    if inc.p_value < alpha:
+    drop = (bs.metrics.slo_met or 0) / nb - (cs.metrics.slo_met or 0) / nc
+    if inc.p_value < alpha and drop > band:
         return measured(
             True,
             f"at concurrency {n} the baseline met the SLO and the candidate did not: requests "
             f"meeting it {shares}, one-sided Fisher exact p = {inc.p_value:.2g}",
+        )
+    if inc.p_value < alpha:
+        return measured(
+            False,
+            f"the candidate missed the SLO at concurrency {n} where the baseline met it "
+            f"({shares}, one-sided Fisher exact p = {inc.p_value:.2g}), but by {drop:.0%} of "
+            f"requests, within capacity_attainment_drop_max ({band:.0%})",
         )
     if floor_p >= alpha:
         return unmeasured(

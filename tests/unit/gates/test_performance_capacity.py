@@ -118,7 +118,7 @@ def test_both_sides_meeting_the_slo_at_every_step_pass_at_the_highest_tried() ->
     assert got.baseline.startswith("≥ 8 (the highest tried) (c1 16/16 met; c2 16/16 met;")
     assert got.candidate == got.baseline
     assert got.ratio == "-"  # both at least 8: the sweep cannot tell them apart
-    assert got.policy_key == "significance_alpha"
+    assert got.policy_key == "capacity_attainment_drop_max"  # its band; alpha is in the limit
     assert "e2el_ms=500" in got.limit
 
 
@@ -138,6 +138,20 @@ def test_a_miss_that_is_not_significant_passes_and_says_so() -> None:
     assert got.outcome is Outcome.PASS
     assert "missed the SLO at concurrency 4 where the baseline met it, but not" in got.reason
     assert "p = 0.5" in got.reason
+
+
+def test_a_significant_miss_within_the_effect_size_band_passes_and_names_the_key() -> None:
+    # 11 of 16 against 16 of 16: Fisher p 0.022, significant — but a drop of 31 % of requests,
+    # the size a burst of load on one side's step gave two clean engines (RESULTS.md)
+    got = _judged(_sweep([MET] * 4, [MET, MET, Step(slow=5)]))
+    assert got.outcome is Outcome.PASS, got.reason
+    assert "p = 0.022" in got.reason
+    assert "by 31% of requests, within capacity_attainment_drop_max (50%)" in got.reason
+    assert got.policy_key == "capacity_attainment_drop_max"
+    tight = Policy(capacity_attainment_drop_max=0.25)
+    failed = _judged(_sweep([MET] * 4, [MET, MET, Step(slow=5)]), tight)
+    assert failed.outcome is Outcome.FAIL, failed.reason
+    assert "at concurrency 4 the baseline met the SLO and the candidate did not" in failed.reason
 
 
 def test_a_client_bound_deciding_step_is_not_measured_never_a_pass_or_fail() -> None:
