@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -188,3 +189,24 @@ async def test_broken_chunk_framing_mid_body_is_protocol(server: ScriptedServer)
     assert result.error is not None
     assert result.error.category is ErrorCategory.PROTOCOL
     assert "malformed HTTP response" in result.error.message
+
+
+async def _endless_header(request: Request, conn: Conn) -> None:
+    await conn.send(b"HTTP/1.1 200 OK\r\nX-Pad: ")
+    for _ in range(40):  # 160 KiB of one header value, never ended
+        await conn.send(b"a" * 4096)
+    await asyncio.sleep(10)
+
+
+async def test_an_endless_header_fails_as_protocol_long_before_the_deadline(
+    server: ScriptedServer,
+) -> None:
+    server.route(CHAT, _endless_header)
+    async with endpoint(server) as ep:
+        started = time.perf_counter()
+        result = await ep.chat(STREAM, deadline_s=5)
+        elapsed = time.perf_counter() - started
+    assert result.error is not None
+    assert result.error.category is ErrorCategory.PROTOCOL
+    assert result.error.message == "response headers over 65536 bytes"
+    assert elapsed < 4.0  # cut at the limit, not at the 5 s deadline

@@ -216,7 +216,7 @@ class OpenAIEndpoint:
                         wire_response = await head
                         recorder.headers_ns = conn.head_ns
                         headers, status = wire_response.headers, wire_response.status
-                        reader = WireBody(conn, self._timeouts.idle_s)
+                        reader = WireBody(conn, self._timeouts.idle_s, wire_response.content_length)
                         return await reception.receive(wire_response, reader, recorder), headers
                     finally:
                         pool.release(conn)

@@ -144,22 +144,27 @@ class BodyReader:
 
     async def read_all(self, max_bytes: int) -> tuple[bytes, int]:
         """The whole body (TOO_LARGE past `max_bytes`) and the stamp of its last byte."""
-        length = self._response.content_length
-        if length is not None and length > max_bytes:
-            raise FaultError(ErrorCategory.TOO_LARGE, f"body of {length} bytes over {max_bytes}")
-        parts: list[bytes] = []
-        size = 0
-        stamp = time.perf_counter_ns()
         async with self:
-            while True:
-                data, arrival = await self.chunk()
-                if not data:
-                    return b"".join(parts), stamp
-                size += len(data)
-                if size > max_bytes:
-                    raise FaultError(ErrorCategory.TOO_LARGE, f"body over {max_bytes} bytes")
-                parts.append(data)
-                stamp = arrival
+            return await read_to_end(self, max_bytes, self._response.content_length)
+
+
+async def read_to_end(body: Body, max_bytes: int, length: int | None) -> tuple[bytes, int]:
+    """A body's bytes to its end (TOO_LARGE past `max_bytes`, or at once when the announced
+    `length` is over it) and the stamp of its last byte."""
+    if length is not None and length > max_bytes:
+        raise FaultError(ErrorCategory.TOO_LARGE, f"body of {length} bytes over {max_bytes}")
+    parts: list[bytes] = []
+    size = 0
+    stamp = time.perf_counter_ns()
+    while True:
+        data, arrival = await body.chunk()
+        if not data:
+            return b"".join(parts), stamp
+        size += len(data)
+        if size > max_bytes:
+            raise FaultError(ErrorCategory.TOO_LARGE, f"body over {max_bytes} bytes")
+        parts.append(data)
+        stamp = arrival
 
 
 def transport_fault(exc: BaseException, *, got_headers: bool) -> FaultError:

@@ -14,15 +14,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from types import TracebackType
 
 import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from servegate.endpoints.errors import ErrorCategory, FaultError
 from servegate.endpoints.text import exception_text
+from servegate.endpoints.transport import read_to_end
 
 Sink = Callable[[bytes, int], None]  # a read of body bytes and its arrival perf_counter_ns
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers; aiohttp's own limits are of this order
 
 
 class WireResponse:
@@ -67,7 +68,8 @@ class WireConnection(asyncio.Protocol):
         self._until_close = False  # neither Content-Length nor chunked: the body ends at EOF
         self._keep_alive = False
         self._stamp = 0  # arrival of the last read
-        self.head_ns = 0
+        self.head_ns = 0  # arrival of the read that completed the head
+        self._head_bytes = 0
         self.end_ns = 0
         self.bytes_read = 0
 
@@ -83,6 +85,12 @@ class WireConnection(asyncio.Protocol):
         if parser is None or self._error is not None:
             self._fail(FaultError(ErrorCategory.PROTOCOL, "bytes from the server between answers"))
             return
+        if not self.head_ns:  # still in the head: an endless header must not grow forever
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                message = f"response headers over {MAX_HEAD_BYTES} bytes"
+                self._fail(FaultError(ErrorCategory.PROTOCOL, message))
+                return
         try:
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -173,6 +181,7 @@ class WireConnection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._head = head = self._loop.create_future()
         self.head_ns = 0
+        self._head_bytes = 0
         if self.closed:  # the server closed it while it was idle in the pool
             self._fail(FaultError(ErrorCategory.INFRA, "connection closed before headers"))
         else:
@@ -260,25 +269,15 @@ class WireBody:
     """BodyReader's interface over a WireConnection: an idle clock between reads, faults as
     FaultError (STALLED, RESET, PROTOCOL)."""
 
-    def __init__(self, conn: WireConnection, idle_s: float) -> None:
+    def __init__(self, conn: WireConnection, idle_s: float, length: int | None = None) -> None:
         self._conn = conn
+        self._length = length  # the announced Content-Length
         self._idle_s = idle_s
         self._limit = idle_s
 
     @property
     def bytes_read(self) -> int:
         return self._conn.bytes_read
-
-    async def __aenter__(self) -> WireBody:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
 
     async def chunk(self, idle_s: float | None = None) -> tuple[bytes, int]:
         """The next read's bytes and arrival stamp; b"" at the end of the body."""
@@ -300,18 +299,7 @@ class WireBody:
 
     async def read_all(self, max_bytes: int) -> tuple[bytes, int]:
         """The whole body (TOO_LARGE past `max_bytes`) and the stamp of its last byte."""
-        parts: list[bytes] = []
-        size = 0
-        stamp = time.perf_counter_ns()
-        while True:
-            data, arrival = await self.chunk()
-            if not data:
-                return b"".join(parts), stamp
-            size += len(data)
-            if size > max_bytes:
-                raise FaultError(ErrorCategory.TOO_LARGE, f"body over {max_bytes} bytes")
-            parts.append(data)
-            stamp = arrival
+        return await read_to_end(self, max_bytes, self._length)
 
     async def pump(self, sink: Sink, grace_s: float, done: Callable[[], bool]) -> int:
         """Hand every read to `sink` as it arrives until the body ends; the end's stamp.
