@@ -210,3 +210,19 @@ async def test_an_endless_header_fails_as_protocol_long_before_the_deadline(
     assert result.error.category is ErrorCategory.PROTOCOL
     assert result.error.message == "response headers over 65536 bytes"
     assert elapsed < 4.0  # cut at the limit, not at the 5 s deadline
+
+
+async def _interim_then_answer(request: Request, conn: Conn) -> None:
+    await conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+    await conn.send(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
+    await reply_json(chat_body("final"))(request, conn)
+
+
+async def test_interim_responses_are_skipped_for_the_final_one(server: ScriptedServer) -> None:
+    server.route(CHAT, _interim_then_answer, reply_json(chat_body("again")))
+    async with endpoint(server) as ep:
+        first = await ep.chat(PLAIN)
+        second = await ep.chat(PLAIN)
+    assert (first.status, first.content, first.error) == (200, "final", None)
+    assert second.content == "again"
+    assert server.connections == 1

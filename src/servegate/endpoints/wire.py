@@ -65,6 +65,7 @@ class WireConnection(asyncio.Protocol):
         self._error: FaultError | None = None
         self._complete = False
         self._answer_parts = -1
+        self._interim = False  # reading a 1xx response before the final one
         self._until_close = False  # neither Content-Length nor chunked: the body ends at EOF
         self._keep_alive = False
         self._stamp = 0  # arrival of the last read
@@ -156,10 +157,15 @@ class WireConnection(asyncio.Protocol):
         assert self._head is not None
         if self._complete or self._head.done():
             return
+        status = parser.get_status_code()
+        if 100 <= status < 200 and status != 101:  # interim (100 Continue, 103 Early Hints)
+            self._interim = True
+            self._header_list = []
+            return
         headers = CIMultiDictProxy(CIMultiDict(self._header_list))
         chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
         self._until_close = not chunked and "Content-Length" not in headers
-        self._head.set_result(WireResponse(parser.get_status_code(), headers))
+        self._head.set_result(WireResponse(status, headers))
         self.head_ns = self._stamp
 
     def on_message_complete(self) -> None:
@@ -167,6 +173,9 @@ class WireConnection(asyncio.Protocol):
         assert parser is not None
         if self._complete:
             self._keep_alive = False
+            return
+        if self._interim:  # the final response follows
+            self._interim = False
             return
         self._keep_alive = parser.should_keep_alive()
         self._answer_parts = len(self._parts)
@@ -201,6 +210,7 @@ class WireConnection(asyncio.Protocol):
         self._held = []
         self._complete = False
         self._answer_parts = -1
+        self._interim = False  # reading a 1xx response before the final one
         self._until_close = False
         self._keep_alive = False
         self.bytes_read = 0
