@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from servegate.endpoints import ErrorCategory
+from servegate.endpoints.assembly import StreamAssembler
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.retry import RetryConfig
 from servegate.endpoints.scripted import (
@@ -226,3 +227,18 @@ async def test_interim_responses_are_skipped_for_the_final_one(server: ScriptedS
     assert (first.status, first.content, first.error) == (200, "final", None)
     assert second.content == "again"
     assert server.connections == 1
+
+
+async def test_a_bug_in_the_intake_is_raised_to_the_caller_not_reported_as_a_reset(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # aiohttp's path raises such a bug from the reading task; the wire client must not turn it
+    # into a server fault (RESET) because it happened inside data_received
+    def broken(*_: object) -> None:
+        raise TypeError("a bug in the intake")
+
+    monkeypatch.setattr(StreamAssembler, "add_data", broken)
+    server.route(CHAT, reply_stream(chat_stream("a", "b")))
+    async with endpoint(server) as ep:
+        with pytest.raises(TypeError, match="a bug in the intake"):
+            await ep.chat(STREAM)

@@ -62,7 +62,7 @@ class WireConnection(asyncio.Protocol):
         self._sink: Sink | None = None
         self._done: Callable[[], bool] | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self._error: FaultError | None = None
+        self._error: Exception | None = None  # a FaultError, or a bug re-raised to the reader
         self._complete = False
         self._answer_parts = -1
         self._interim = False  # reading a 1xx response before the final one
@@ -119,7 +119,7 @@ class WireConnection(asyncio.Protocol):
             return
         try:
             sink(body, stamp)
-        except FaultError as exc:
+        except Exception as exc:  # a fault, or a bug: raised in the reading task, never lost
             self._fail(exc)
             return
         done = self._done
@@ -260,7 +260,7 @@ class WireConnection(asyncio.Protocol):
         self.end_ns = stamp
         self._wake()
 
-    def _fail(self, error: FaultError) -> None:
+    def _fail(self, error: Exception) -> None:
         if self._error is None:
             self._error = error
         head = self._head
