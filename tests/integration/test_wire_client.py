@@ -242,3 +242,16 @@ async def test_a_bug_in_the_intake_is_raised_to_the_caller_not_reported_as_a_res
     async with endpoint(server) as ep:
         with pytest.raises(TypeError, match="a bug in the intake"):
             await ep.chat(STREAM)
+
+
+async def test_a_large_body_in_the_same_read_as_the_headers_is_not_taken_for_a_long_head(
+    server: ScriptedServer,
+) -> None:
+    # one write of headers and a 300 KB body: the head limit counts the head, not the body
+    # (embeddings answers are this large)
+    text = "x" * 300_000
+    server.route(CHAT, reply_json(chat_body(text)))
+    async with endpoint(server) as ep:
+        result = await ep.chat(PLAIN)
+    assert result.error is None, result.error
+    assert result.content == text

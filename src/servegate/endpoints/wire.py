@@ -86,12 +86,6 @@ class WireConnection(asyncio.Protocol):
         if parser is None or self._error is not None:
             self._fail(FaultError(ErrorCategory.PROTOCOL, "bytes from the server between answers"))
             return
-        if not self.head_ns:  # still in the head: an endless header must not grow forever
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD_BYTES:
-                message = f"response headers over {MAX_HEAD_BYTES} bytes"
-                self._fail(FaultError(ErrorCategory.PROTOCOL, message))
-                return
         try:
             parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -101,6 +95,12 @@ class WireConnection(asyncio.Protocol):
                 )
             )
             return
+        if not self.head_ns:  # the head is still incomplete: an endless one must not grow forever
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                message = f"response headers over {MAX_HEAD_BYTES} bytes"
+                self._fail(FaultError(ErrorCategory.PROTOCOL, message))
+                return
         parts = self._parts
         cut = self._answer_parts
         if cut >= 0:  # the answer is complete: bytes after it are not its body
