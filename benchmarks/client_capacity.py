@@ -16,6 +16,7 @@ Clients compared in the same run:
   "non-parsing client");
 - proto-count: the same counting below aiohttp (asyncio Protocol + httptools, as servegate's
   own HTTP client since the wire client): the limit of a Python client on asyncio;
+- vllm: `vllm bench serve`'s request function from the released wheel (SERVEGATE_VLLM_LIB);
 - guidellm: `guidellm run` with a local tokenizer (throughput and its own TTFT/ITL only: it
   cannot tag requests, so no per-request error).
 
@@ -308,6 +309,70 @@ async def proto_count_client(url: str, concurrency: int) -> tuple[Request, Calla
     return request, close
 
 
+async def vllm_client(url: str, concurrency: int) -> tuple[Request, Callable[[], Awaitable]]:
+    """`vllm bench serve`'s own request function, run as released: its module
+    (`vllm/benchmarks/lib/endpoint_request_func.py`) is loaded from the folder in the
+    SERVEGATE_VLLM_LIB environment variable (unpacked from the vllm wheel; it needs `regex` and
+    `tqdm` importable), on an aiohttp session shaped as `vllm bench serve` builds it. Its
+    stamps are perf_counter floats, turned into the records the truth is joined with."""
+    import importlib.util
+
+    import aiohttp
+
+    folder = os.environ.get("SERVEGATE_VLLM_LIB")
+    if not folder:
+        raise SystemExit("the vllm kind needs SERVEGATE_VLLM_LIB=<vllm/benchmarks/lib folder>")
+    spec = importlib.util.spec_from_file_location(
+        "vllm_endpoint_request_func", Path(folder) / "endpoint_request_func.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    connector = aiohttp.TCPConnector(  # as vllm/benchmarks/serve.py's make_session
+        limit=concurrency,
+        limit_per_host=concurrency,
+        ttl_dns_cache=300,
+        use_dns_cache=True,
+        keepalive_timeout=60,
+        enable_cleanup_closed=True,
+        force_close=False,
+        ssl=False,
+    )
+    session = aiohttp.ClientSession(
+        connector=connector, trust_env=True, timeout=aiohttp.ClientTimeout(total=6 * 60 * 60)
+    )
+
+    async def request(body: dict[str, Any]) -> Record:
+        given = module.RequestFuncInput(
+            prompt=body["messages"][0]["content"],
+            api_url=f"{url}/v1/chat/completions",
+            prompt_len=1,
+            output_len=body["max_tokens"],
+            model=body["model"],
+            extra_body={"user": body["user"], **({"logprobs": True} if "logprobs" in body else {})},
+        )
+        out = await module.async_request_openai_chat_completions(given, session)
+        chunk_ns: list[int] = []
+        if out.success:
+            at = out.start_time + out.ttft
+            chunk_ns.append(int(at * 1e9))
+            for gap in out.itl:
+                at += gap
+                chunk_ns.append(int(at * 1e9))
+        return {
+            "key": body["user"],
+            "ok": bool(out.success),
+            "error": out.error or None,
+            "sent_ns": int(out.start_time * 1e9),
+            "chunk_ns": chunk_ns,
+            "chunk_tokens": [1] * len(chunk_ns),  # it counts one token per chunk
+            "tokens": out.output_tokens or None,
+        }
+
+    return request, session.close
+
+
 async def servegate_default_client(
     url: str, concurrency: int
 ) -> tuple[Request, Callable[[], Awaitable]]:
@@ -320,6 +385,7 @@ CLIENTS = {
     "raw": raw_client,
     "raw-count": raw_count_client,
     "proto-count": proto_count_client,
+    "vllm": vllm_client,
 }
 
 
