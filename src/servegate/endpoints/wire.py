@@ -46,33 +46,35 @@ class WireConnection(asyncio.Protocol):
     `read_all` (WireBody). Any fault closes the connection; `reusable` says whether it may serve
     the next request."""
 
+    # the state of one exchange (set by `reset`)
+    _parser: httptools.HttpResponseParser | None
+    _header_list: list[tuple[str, str]]
+    _head: asyncio.Future[WireResponse] | None
+    _held: list[bytes]  # body bytes read while no sink was set
+    _complete: bool
+    _answer_parts: int  # once complete: how many parts of the read were the answer's
+    _interim: bool  # reading a 1xx response before the final one
+    _until_close: bool  # neither Content-Length nor chunked: the body ends at EOF
+    _keep_alive: bool
+    bytes_read: int
+
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._loop = asyncio.get_running_loop()
-        self._parser: httptools.HttpResponseParser | None = None
-        self._header_list: list[tuple[str, str]] = []
-        self._head: asyncio.Future[WireResponse] | None = None
         self._parts: list[bytes] = []  # body bytes of the read being parsed
         # httptools' body callback, a C call per HTTP chunk (servers send an event per chunk)
         self.on_body = self._parts.append
-        self._answer_parts = -1  # once complete: how many parts of the read were the answer's
-        self._held: list[bytes] = []  # body bytes read while no sink was set
         self._held_ns = 0
         self._sink: Sink | None = None
         self._done: Callable[[], bool] | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._error: Exception | None = None  # a FaultError, or a bug re-raised to the reader
-        self._complete = False
-        self._answer_parts = -1
-        self._interim = False  # reading a 1xx response before the final one
-        self._until_close = False  # neither Content-Length nor chunked: the body ends at EOF
-        self._keep_alive = False
         self._stamp = 0  # arrival of the last read
         self.head_ns = 0  # arrival of the read that completed the head
         self._head_bytes = 0
         self.end_ns = 0
-        self.bytes_read = 0
+        self.reset()
 
     # --- asyncio.Protocol --------------------------------------------------------------------
 
@@ -203,14 +205,15 @@ class WireConnection(asyncio.Protocol):
         return self._complete and self._keep_alive and self._error is None and not self.closed
 
     def reset(self) -> None:
-        """Ready for the next exchange (only when `reusable`)."""
+        """The state of one exchange, fresh: on connecting, and before each reuse (only when
+        `reusable`)."""
         self._parser = None
         self._header_list = []
         self._head = None
         self._held = []
         self._complete = False
         self._answer_parts = -1
-        self._interim = False  # reading a 1xx response before the final one
+        self._interim = False
         self._until_close = False
         self._keep_alive = False
         self.bytes_read = 0

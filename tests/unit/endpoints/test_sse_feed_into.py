@@ -5,8 +5,10 @@ places."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -77,6 +79,19 @@ STREAM = st.tuples(
 ).map(b"".join)
 
 
+def hand_over(parse: Callable[[], list[SSEEvent]], assembler: StreamAssembler) -> None:
+    """The reference path: `feed` or `close` returns events (or raises SSEFaultError carrying
+    the ones before the fault), and each goes to `add`."""
+    try:
+        events = parse()
+    except SSEFaultError as exc:
+        for event in exc.events:
+            assembler.add(event)
+        raise
+    for event in events:
+        assembler.add(event)
+
+
 def outcome(data: bytes, cuts: list[int], limit: int, *, chat: bool, fused: bool) -> Any:
     """What reception would be left with: the assembled state, the fault, the parser's counters."""
     parser = SSEParser(max_event_bytes=limit)
@@ -91,25 +106,11 @@ def outcome(data: bytes, cuts: list[int], limit: int, *, chat: bool, fused: bool
             if fused:
                 parser.feed_into(data[start:end], arrival, assembler)
                 continue
-            try:
-                events = parser.feed(data[start:end], arrival)
-            except SSEFaultError as exc:
-                for event in exc.events:
-                    assembler.add(event)
-                raise
-            for event in events:
-                assembler.add(event)
+            hand_over(functools.partial(parser.feed, data[start:end], arrival), assembler)
         if fused:
             parser.close_into(len(edges), assembler)
         else:
-            try:
-                events = parser.close(len(edges))
-            except SSEFaultError as exc:
-                for event in exc.events:
-                    assembler.add(event)
-                raise
-            for event in events:
-                assembler.add(event)
+            hand_over(functools.partial(parser.close, len(edges)), assembler)
     except FaultError as exc:
         fault = (type(exc), exc.category, exc.message)
     # reception reads the parser after the stream only when it ended cleanly or after [DONE]
