@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -221,6 +221,24 @@ class CanaryPolicy(_Frozen):
         return self
 
 
+NumericsMeasurement = Literal["token_comparison", "prefix_dlogprob", "perplexity_shift"]
+
+
+class NumericsPolicy(_Frozen):
+    """Which numerics measurements the gate cannot pass without."""
+
+    require: tuple[NumericsMeasurement, ...] = _key(
+        ("token_comparison", "prefix_dlogprob", "perplexity_shift"),
+        "measurements",
+        "A required measurement that a server offers but that failed or could not be trusted "
+        "(echo logprobs misaligned by every shift, garbage, an error) makes the gate "
+        "inconclusive; one that is not required is listed as not measured. A measurement a "
+        "server does not offer at all (no logprobs, no echo) is not applicable either way. "
+        "Drop `perplexity_shift` to state that your server's prompt scoring is not to be "
+        "relied on and drift is judged by tokens and margins alone.",
+    )
+
+
 class Policy(_Frozen):
     """Verdict thresholds (DESIGN.md defaults); a YAML policy file overrides them.
 
@@ -294,8 +312,10 @@ class Policy(_Frozen):
         0.1,
         "nats/token",
         "Echo (prompt) logprobs are used for perplexity and cross-scoring only when, on a "
-        "greedy continuation, they equal the generation logprobs within this mean error; a "
-        "server that reports them shifted by a position cannot be scored (not measured).",
+        "greedy continuation, they equal the generation logprobs within this mean error, as "
+        "returned or after a one-token shift (stock llama-cpp-python echoes one position "
+        "late: 13.7 nats/token as returned, 0.00 shifted); when no shift aligns, not "
+        "measured. Measured aligned servers: 0.000-0.005.",
         gt=0.0,
     )
     timeout_latency_factor: float = _key(
@@ -399,6 +419,10 @@ class Policy(_Frozen):
     canary: CanaryPolicy = Field(
         default_factory=CanaryPolicy,
         description="How the canary judges each interval (docs/canary.md).",
+    )
+    numerics: NumericsPolicy = Field(
+        default_factory=NumericsPolicy,
+        description="Which numerics measurements are required.",
     )
     models: dict[str, Tolerance] = Field(
         default_factory=dict,

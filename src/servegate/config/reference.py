@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from servegate.config.models import CanaryPolicy, Policy, Tolerance
+from servegate.config.models import CanaryPolicy, NumericsPolicy, Policy, Tolerance
 
 HEADER = """# Policy reference
 
@@ -32,7 +32,7 @@ models:
 def _default(model: type[BaseModel], name: str) -> str:
     field = model.model_fields[name]
     if field.default_factory is not None:
-        return "(see below)" if name in ("tolerance", "canary") else "{}"
+        return "(see below)" if name in ("tolerance", "canary", "numerics") else "{}"
     return f"`{field.default}`"
 
 
@@ -59,5 +59,11 @@ def policy_reference() -> str:
         " ".join((CanaryPolicy.__doc__ or "").split()),
         "",
         *_table(CanaryPolicy, "canary."),
+        "",
+        "## Numerics",
+        "",
+        " ".join((NumericsPolicy.__doc__ or "").split()),
+        "",
+        *_table(NumericsPolicy, "numerics."),
     ]
     return "\n".join(parts) + "\n"

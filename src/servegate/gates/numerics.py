@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.types import Completion
+from servegate.gates.echo_route import EchoCheck
 from servegate.gates.noise import NAME, PATHS, NoiseFloor, ProbeRequest
 from servegate.gates.noise import collect as collect_noise
 from servegate.gates.numerics_judgement import evaluate
@@ -83,30 +84,35 @@ async def collect(
         for req in requests:  # both sides, at once when the pair allows it
             b, c = await pair.both(req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl)
             observations.append(Observation(req, b, c))
-    aligned: dict[str, float | None] = {}
-    notes: dict[str, str] = {}
+    checks: dict[str, EchoCheck] = {}
     texts: tuple[TextScore, ...] = ()
     if (opts.perplexity or opts.cross_scoring) and requests:
         by_side = await pair.sides(
             lambda: alignment(pair, pair.baseline, dl), lambda: alignment(pair, pair.candidate, dl)
         )
-        for ep, (value, note) in zip((pair.baseline, pair.candidate), by_side, strict=True):
-            aligned[ep.name], notes[ep.name] = value, note
-    echo = all(aligned.get(ep.name) is not None for ep in (pair.baseline, pair.candidate))
-    if opts.perplexity and echo:
+        checks = dict(zip(("baseline", "candidate"), by_side, strict=True))
+    # Echo is read only through the route `evaluate` chooses from these checks; echoing costs
+    # minutes on a slow server, so nothing is sent to a side whose check measured nothing.
+    scored = {
+        side: any(v is not None for v in c.errors_nats.values()) for side, c in checks.items()
+    }
+    both = bool(scored) and all(scored.values())
+    if opts.perplexity and both:
         texts = await score_texts(pair, dl)
     # The candidate's divergent text scored by the baseline needs only the baseline's echo: a
     # candidate that returns no logprobs (transformers serve) is still judged on what it said.
-    if opts.cross_scoring and aligned.get(pair.baseline.name) is not None:
-        observations = [await _cross(pair, o, dl, candidate_scores=echo) for o in observations]
+    if opts.cross_scoring and scored.get("baseline"):
+        candidate_scores = scored.get("candidate", False)
+        observations = [
+            await _cross(pair, o, dl, candidate_scores=candidate_scores) for o in observations
+        ]
     return NumericsEvidence(
         tuple(observations),
         noise,
         pair.baseline.base_url,
         pair.candidate.base_url,
         pair.model,
-        aligned,
-        notes,
+        checks,
         texts,
     )
 

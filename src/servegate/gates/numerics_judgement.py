@@ -11,6 +11,7 @@ from typing import Any
 
 from servegate.config.models import Policy
 from servegate.endpoints.types import TokenLogprob
+from servegate.gates.echo_route import ScoringRoute, choose
 from servegate.gates.evidence import curl, describe, excerpt
 from servegate.gates.noise import NAME
 from servegate.gates.numerics_plan import (
@@ -21,10 +22,16 @@ from servegate.gates.numerics_plan import (
     Observation,
 )
 from servegate.gates.pair import timed_out
-from servegate.gates.perplexity import perplexity_shift
+from servegate.gates.perplexity import ECHO_TOP_K, perplexity_shift
 from servegate.gates.tokens import TokenComparison, compare, non_finite, token_pair
 from servegate.stats.divergence import noise_limit
-from servegate.verdict.judgement import at_most, check, gate_result, not_measured
+from servegate.verdict.judgement import (
+    at_most,
+    check,
+    gate_result,
+    not_applicable,
+    not_measured,
+)
 from servegate.verdict.model import Check, Divergence, Finding, GateResult, MetricValue, Severity
 
 
@@ -108,7 +115,7 @@ def _sort(ev: NumericsEvidence) -> _Probes:
     return out
 
 
-def _divergence(o: Observation, cmp: TokenComparison, tie: float) -> Divergence:
+def _divergence(o: Observation, cmp: TokenComparison, tie: float, routes: Routes) -> Divergence:
     i = cmp.first_divergence or 0
     b, c = o.baseline.logprobs or (), o.candidate.logprobs or ()
     if cmp.early_stop:
@@ -119,8 +126,10 @@ def _divergence(o: Observation, cmp: TokenComparison, tie: float) -> Divergence:
     else:
         why, blocking = "near-tie", False
     note = ""
-    if o.cross is not None and (x := o.cross.excess_nats) is not None:
-        note = f"the baseline finds the candidate's text {x:+.2f} nats/token less likely"
+    cross = o.cross.scores(routes["baseline"], routes["candidate"]) if o.cross else None
+    if cross is not None and (x := cross.excess_nats) is not None:
+        least = "at least " if cross.excess_is_bound else ""
+        note = f"the baseline finds the candidate's text {least}{x:+.2f} nats/token less likely"
     return Divergence(
         gate=NAME,
         probe=o.request.probe,
@@ -164,12 +173,13 @@ def _fmt(value: float | None, spec: str = ".4f") -> str:
 
 
 def _magnitude_checks(
-    ev: NumericsEvidence, probes: _Probes, policy: Policy, tie: float
+    ev: NumericsEvidence, probes: _Probes, policy: Policy, tie: float, routes: Routes
 ) -> tuple[list[Check], list[Divergence]]:
     tol = policy.tolerance_for(ev.model)
     floor = ev.noise
     pairs = probes.compared
-    divs = [_divergence(o, c, tie) for o, c in pairs if not c.exact]
+    divs = [_divergence(o, c, tie, routes) for o, c in pairs if not c.exact]
+    required = policy.numerics.require
     confident = [d for d in divs if d.blocking]
     why_none = "no probe returned comparable token logprobs on both sides"
     flips = at_most(
@@ -181,7 +191,7 @@ def _magnitude_checks(
         fmt=".0%",
         policy_key="tolerance.confident_flip_rate",
         baseline=f"near-tie limit {tie:.2f} nats",
-        core=True,
+        core="token_comparison" in required,
         why_missing=why_none,
         limit_text=f"≤ {tol.confident_flip_rate:.0%} (flips above {tie:.2f} nats; "
         f"{len(divs) - len(confident)} near-tie or early-stop flip(s) are within noise)",
@@ -195,7 +205,7 @@ def _magnitude_checks(
         dlp_limit,
         unit="nats",
         policy_key="noise_k, tolerance.dlogprob_nats",
-        core=True,
+        core="prefix_dlogprob" in required,
         row=ROW_DRIFT,
         baseline=f"floor {floor_dlp:.4f} nats ({floor.source})",
         limit_text=f"≤ {dlp_limit:.4f} nats ({policy.noise_k:g} × floor {floor_dlp:.4f} + "
@@ -224,101 +234,172 @@ def _magnitude_checks(
     return checks, divs
 
 
-def _perplexity_check(ev: NumericsEvidence, policy: Policy) -> tuple[Check, dict[str, Any]]:
-    title = "perplexity shift on the reference texts"
-    off = []
-    for side in ("baseline", "candidate"):
-        error = ev.alignment_nats.get(side)
-        if error is None:
-            off.append(f"{side}: {ev.alignment_notes.get(side) or 'not checked'}")
-        elif error > policy.echo_alignment_max_nats:
-            off.append(
-                f"{side}: echo logprobs {error:.3f} nats/token off its generation "
-                f"logprobs (limit {policy.echo_alignment_max_nats}): not aligned"
-            )
+Routes = dict[str, ScoringRoute]
+
+
+def routes_of(ev: NumericsEvidence, policy: Policy) -> Routes:
+    """Each side's prompt-scoring route, chosen from its measured echo alignment: the one place
+    that decides whether (and how) a side's echo logprobs may be read."""
+    limit = policy.echo_alignment_max_nats
+    return {side: choose(ev.echo.get(side), limit) for side in ("baseline", "candidate")}
+
+
+def _unusable(routes: Routes, title: str, name: str, core: bool, row: str | None) -> Check | None:
+    """Not applicable when a side offers no echo logprobs at all; not measured when a side
+    offers them but they failed their check; None when both routes can be read."""
+    absent = [f"the {side} {r.reason}" for side, r in routes.items() if not r.offered]
+    if absent:
+        return not_applicable(name, title, "; ".join(absent), row=row)
+    off = [f"{side}: {r.reason}" for side, r in routes.items() if not r.usable]
     if off:
         why = "echo logprobs cannot be trusted: " + "; ".join(off)
-        return not_measured("perplexity_shift", title, why, core=True, row=ROW_PERPLEXITY), {}
-    result = perplexity_shift(ev.texts)
-    info: dict[str, Any] = {
+        return not_measured(name, title, why, core=core, row=row)
+    return None
+
+
+def _route_info(routes: Routes) -> dict[str, Any]:
+    return {
+        f"{side}_route": {
+            "route": r.name,
+            "shift": r.shift,
+            "as_returned_nats": r.as_returned_nats,
+            "calibrated_nats": r.calibrated_nats,
+            "described": r.describe(),
+        }
+        for side, r in routes.items()
+    }
+
+
+def _perplexity_check(
+    ev: NumericsEvidence, policy: Policy, routes: Routes
+) -> tuple[Check, dict[str, Any]]:
+    title = "perplexity shift on the reference texts"
+    core = "perplexity_shift" in policy.numerics.require
+    info: dict[str, Any] = _route_info(routes)
+    gap = _unusable(routes, title, "perplexity_shift", core, ROW_PERPLEXITY)
+    if gap is not None:
+        return gap, info
+    result = perplexity_shift(ev.texts, routes["baseline"], routes["candidate"])
+    info |= {
         "texts_compared": list(result.texts_compared),
         "texts_unscored": list(result.texts_unscored),
         "texts_tokenized_differently": list(result.texts_tokenized_differently),
         "tokens": result.shift.n,
+        "tokens_total": result.tokens_total,
+        "coverage": result.coverage,
         "baseline_mean_nll_nats": result.baseline_nll,
         "shift_nats": result.shift.mean if result.shift.n else None,
         "argmax_flip_rate": result.argmax_flip_rate,
         "mean_abs_dlogprob_nats": result.mean_abs_dlogprob,
         "stderr_nats": result.shift.stderr,
         "z": result.shift.z,
+        "by_position": [
+            {"positions": label, "tokens": n, "shift_nats": mean}
+            for label, n, mean in result.by_position
+        ],
     }
     s = result.shift
     if s.z is None:
         why = "no reference text was scored on both sides with the same tokens"
-        return not_measured("perplexity_shift", title, why, core=True, row=ROW_PERPLEXITY), info
+        return not_measured("perplexity_shift", title, why, core=core, row=ROW_PERPLEXITY), info
     tol = policy.tolerance_for(ev.model)
     z = s.z
     failed = z > policy.perplexity_z_max and s.mean > tol.perplexity_shift_nats
-    shown = f"{s.mean:+.4f} ± {s.stderr:.4f} nats/token (z {z:+.1f}, {s.n} tokens)"
+    cover = ""
+    if result.coverage is not None and result.coverage < 1.0:
+        cover = f", {result.coverage:.0%} of {result.tokens_total} positions scored on both sides"
+    shown = f"{s.mean:+.4f} ± {s.stderr:.4f} nats/token (z {z:+.1f}, {s.n} tokens{cover})"
+    routes_text = "; ".join(f"{side}: {r.describe()}" for side, r in routes.items())
     return check(
         "perplexity_shift",
         title,
         failed=failed,
         candidate=shown,
-        baseline=f"NLL {_fmt(result.baseline_nll, '.3f')} nats/token",
+        baseline=f"NLL {_fmt(result.baseline_nll, '.3f')} nats/token ({routes_text})",
         limit=f"fails when > {tol.perplexity_shift_nats:g} nats/token and z > "
         f"{policy.perplexity_z_max:g}",
         policy_key="tolerance.perplexity_shift_nats, perplexity_z_max",
-        core=True,
+        core=core,
         row=ROW_PERPLEXITY,
         reason=f"the candidate is systematically worse: {shown}" if failed else "",
     ), info
 
 
 def _cross_check(
-    ev: NumericsEvidence, policy: Policy
+    ev: NumericsEvidence, policy: Policy, routes: Routes
 ) -> tuple[Check, list[Finding], dict[str, MetricValue]]:
-    crossed = [(o, o.cross) for o in ev.observations if o.cross is not None]
-    excess = [(o, x) for o, cs in crossed if (x := cs.excess_nats) is not None]
+    title = "cross-scored NLL excess of divergent answers"
+    # Only the baseline's route matters to the excess (the baseline scores both texts); the
+    # candidate's route only to the teacher-forced ΔNLL beside it.
+    crossed = [
+        (o, o.cross.scores(routes["baseline"], routes["candidate"]))
+        for o in ev.observations
+        if o.cross is not None
+    ]
+    excess = [(o, x, cs.excess_is_bound) for o, cs in crossed if (x := cs.excess_nats) is not None]
     tf = [x for _, cs in crossed if (x := cs.teacher_forced_dnll_nats) is not None]
+    limit = policy.cross_nll_excess_nats
+    exact = [(o, x) for o, x, bound in excess if not bound]
+    proven = [(o, x, bound) for o, x, bound in excess if x > limit]
+    unproven = [o.request.probe for o, x, bound in excess if bound and x <= limit]
     metrics: dict[str, MetricValue] = {
-        "cross_nll_excess_max_nats": max((x for _, x in excess), default=None),
-        "cross_nll_excess_mean_nats": _mean([x for _, x in excess]),
+        "cross_nll_excess_max_nats": max((x for _, x in exact), default=None),
+        "cross_nll_excess_mean_nats": _mean([x for _, x in exact]),
         "teacher_forced_dnll_nats": _mean(tf),
     }
-    limit = policy.cross_nll_excess_nats
     findings = [
         _finding(
             o,
             ev,
             "numerics",
-            f"the baseline finds the candidate's text {x:.2f} nats/token "
-            f"less likely than its own (limit {limit})",
+            f"the baseline finds the candidate's text {'at least ' if bound else ''}{x:.2f} "
+            f"nats/token less likely than its own (limit {limit})",
         )
-        for o, x in excess
-        if x > limit
+        for o, x, bound in proven
     ]
     diverged = [
         o.request.probe
         for o in ev.observations
         if o.baseline.ok and o.candidate.ok and o.baseline.text != o.candidate.text
     ]
+    base_route = {"baseline": routes["baseline"]}
+    gap = _unusable(base_route, title, "cross_nll_excess", False, None)
+    if gap is not None and (diverged or crossed):
+        reason = gap.reason
+        if diverged:
+            names = ", ".join(diverged)
+            reason = f"{len(diverged)} greedy answer(s) differ in text ({names}), but {reason}"
+        return gap.model_copy(update={"reason": reason}), findings, metrics
+    if proven:
+        worst = max(x for _, x, _ in proven)
+        return (
+            check(
+                "cross_nll_excess",
+                title,
+                failed=True,
+                candidate=f"{'≥ ' if any(b for *_, b in proven) else ''}{worst:.4g} nats/token",
+                limit=f"≤ {limit:.4g} nats/token",
+                policy_key="cross_nll_excess_nats",
+                reason=f"{worst:.4g} nats/token exceeds ≤ {limit:.4g} nats/token",
+            ),
+            findings,
+            metrics,
+        )
+    if unproven:
+        why = (
+            f"divergent answers of {', '.join(unproven)} have tokens outside the baseline's "
+            f"shifted top-{ECHO_TOP_K}: their excess is only known to be at least a lower bound"
+        )
+        return not_measured("cross_nll_excess", title, why), findings, metrics
     why = (
         "no greedy answer diverged: nothing to cross-score"
         if not crossed and not diverged
         else "echo scores missing for the divergent answers"
     )
-    if not crossed and ev.alignment_nats.get("baseline") is None:
-        why = "the baseline returned no echo logprobs"
-        if diverged:
-            why = (
-                f"{len(diverged)} greedy answer(s) differ in text ({', '.join(diverged)}), "
-                f"but {why} to score them"
-            )
     result = at_most(
         "cross_nll_excess",
-        "cross-scored NLL excess of divergent answers",
-        metrics["cross_nll_excess_max_nats"] if excess else None,  # type: ignore[arg-type]
+        title,
+        metrics["cross_nll_excess_max_nats"] if exact else None,  # type: ignore[arg-type]
         limit,
         unit="nats/token",
         policy_key="cross_nll_excess_nats",
@@ -333,13 +414,14 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     probes = _sort(ev)
     floor = ev.noise
     tie = max(policy.near_tie_margin_nats, floor.tie_gap_nats() or 0.0)
-    checks, divergences = _magnitude_checks(ev, probes, policy, tie)
+    routes = routes_of(ev, policy)
+    checks, divergences = _magnitude_checks(ev, probes, policy, tie, routes)
     by_probe = {o.request.probe: o for o, _ in probes.compared}
     findings = probes.findings + [
         _flip_finding(by_probe[d.probe], d, tie, ev) for d in divergences if d.blocking
     ]
-    ppl, ppl_info = _perplexity_check(ev, policy)
-    cross, cross_findings, cross_metrics = _cross_check(ev, policy)
+    ppl, ppl_info = _perplexity_check(ev, policy, routes)
+    cross, cross_findings, cross_metrics = _cross_check(ev, policy, routes)
     findings += cross_findings
     hangs = check(
         "hangs",
@@ -379,12 +461,17 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
         "near_tie_limit_nats": tie,
         "mean_abs_dlogprob_nats": _mean([c.mean_abs_dlogprob for _, c in pairs]),
         "mean_topk_jaccard": _mean([c.topk_jaccard for _, c in pairs]),
-        "baseline_echo_alignment_nats": ev.alignment_nats.get("baseline"),
-        "candidate_echo_alignment_nats": ev.alignment_nats.get("candidate"),
+        "baseline_echo_alignment_nats": routes["baseline"].as_returned_nats,
+        "candidate_echo_alignment_nats": routes["candidate"].as_returned_nats,
+        "baseline_scoring_route": routes["baseline"].name,
+        "candidate_scoring_route": routes["candidate"].name,
+        "baseline_echo_calibrated_nats": routes["baseline"].calibrated_nats,
+        "candidate_echo_calibrated_nats": routes["candidate"].calibrated_nats,
         **cross_metrics,
         **floor.metrics(),
     }
-    if ppl_info:
+    if "tokens" in ppl_info:
+        metrics["perplexity_coverage"] = ppl_info["coverage"]
         metrics["perplexity_tokens"] = ppl_info["tokens"]
         metrics["baseline_reference_nll_nats"] = ppl_info["baseline_mean_nll_nats"]
         metrics["perplexity_shift_nats"] = ppl_info["shift_nats"]

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servegate.endpoints.types import Completion
+from servegate.gates.echo_route import EchoCheck
 from servegate.gates.noise import NoiseFloor, ProbeRequest
 from servegate.gates.pair import Api
-from servegate.gates.perplexity import CrossScore, TextScore
+from servegate.gates.perplexity import CrossEcho, TextScore
 
 PROMPTS: tuple[tuple[str, str], ...] = (
     ("capital", "What is the capital of France?"),
@@ -46,7 +47,7 @@ class Observation:
     request: ProbeRequest
     baseline: Completion
     candidate: Completion
-    cross: CrossScore | None = None
+    cross: CrossEcho | None = None
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,8 @@ class NumericsEvidence:
     baseline_url: str
     candidate_url: str
     model: str | None = None
-    # per side: mean |echo − generation logprob| on a greedy continuation; None: no echo
-    alignment_nats: dict[str, float | None] = field(default_factory=dict)
-    alignment_notes: dict[str, str] = field(default_factory=dict)  # per side: why None
+    # per side ("baseline", "candidate"): its echo logprobs against its generation logprobs
+    echo: dict[str, EchoCheck] = field(default_factory=dict)
     texts: tuple[TextScore, ...] = ()
 
 

@@ -12,8 +12,9 @@ The direction of drift is read from teacher-forced NLL:
   (`,,,,,,,,` after a fused-kernel bug is several nats/token less likely than the baseline's text).
 
 Both need echo logprobs that line up with generation logprobs. `alignment` measures that on a
-greedy continuation (llama-cpp-python 0.3.16 upstream reports them one position late for models
-without BOS); the judgement of whether they line up belongs to `numerics.evaluate`.
+greedy continuation (stock llama-cpp-python reports them one position late for models without
+BOS); which route each side's scores are read through — as returned, shifted by one, or none —
+is judged by `echo_route.choose` in `numerics.evaluate`, and every consumer here takes that route.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.gates.echo_route import EchoCheck, ScoringRoute, measure, realign
 from servegate.gates.pair import EndpointPair
 from servegate.stats.shift import PairedShift
 
@@ -48,9 +51,18 @@ def reference_texts() -> tuple[tuple[str, str], ...]:
     return tuple((name.removesuffix(".txt"), p.read_text(encoding="utf-8")) for name, p in items)
 
 
+# Top-k per echoed position: a server whose echo is one token late (stock llama-cpp-python) is
+# read through the previous position's top-k, so k sets how many of its tokens can be scored.
+# 5 is the most OpenAI's legacy completions API allows.
+ECHO_TOP_K = 5
+# Token positions of the perplexity shift by bucket: quantization errors of a KV cache grow with
+# the context, so a shift that only long positions show is reported where it is.
+POSITION_BUCKETS = ((0, 256), (256, 1024), (1024, 4096), (4096, 1 << 30))
+
+
 def echo_body(text: str) -> dict[str, Any]:
     """Score `text` token by token: its echoed prompt logprobs, one token generated."""
-    return {"prompt": text, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+    return {"prompt": text, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": ECHO_TOP_K}
 
 
 async def _send(
@@ -61,33 +73,30 @@ async def _send(
 
 async def _alignment_on(
     pair: EndpointPair, ep: Endpoint, prompt: str, deadline_s: float
-) -> tuple[float | None, str]:
+) -> EchoCheck:
     body = {"prompt": prompt, "max_tokens": 6, "temperature": 0, "logprobs": 1}
     gen = await _send(pair, ep, body, "align", deadline_s)
+    if gen.ok and gen.text and not gen.logprobs:
+        return EchoCheck.not_offered("the server returns no completion logprobs")
     if not gen.ok or not gen.logprobs or not gen.text:
-        return None, f"no greedy continuation with logprobs ({describe_error(gen)})"
+        return EchoCheck(offered=True, note=f"no greedy continuation ({describe_error(gen)})")
     echoed = await _send(pair, ep, echo_body(prompt + gen.text), "align", deadline_s)
-    if not echoed.ok or not echoed.prompt_logprobs:
-        return None, f"no echo logprobs ({describe_error(echoed)})"
-    tail = echoed.prompt_logprobs[-len(gen.logprobs) :]
-    if [t.token if t else None for t in tail] != [g.token for g in gen.logprobs]:
-        return None, "the continuation re-tokenizes differently when echoed"
-    pairs = zip(tail, gen.logprobs, strict=True)
-    return sum(abs(t.logprob - g.logprob) for t, g in pairs if t is not None) / len(tail), ""
+    if echoed.error is not None and echoed.error.category is ErrorCategory.REJECTED:
+        return EchoCheck.not_offered(f"echo with logprobs refused ({describe_error(echoed)})")
+    if not echoed.ok:
+        return EchoCheck(offered=True, note=f"the echo request failed ({describe_error(echoed)})")
+    return measure(gen, echoed)
 
 
-async def alignment(
-    pair: EndpointPair, ep: Endpoint, deadline_s: float
-) -> tuple[float | None, str]:
-    """Mean |echo logprob − generation logprob| over a greedy continuation, echoed with the same
-    tokens; (None, why) when no echo logprobs came back or no continuation re-tokenized the same.
-    """
-    why = ""
+async def alignment(pair: EndpointPair, ep: Endpoint, deadline_s: float) -> EchoCheck:
+    """One side's echo logprobs against its generation logprobs of a greedy continuation echoed
+    with the same tokens (the first prompt whose continuation survives re-tokenization)."""
+    check = EchoCheck(offered=True, note="no alignment prompt")
     for prompt in ALIGNMENT_PROMPTS:
-        error, why = await _alignment_on(pair, ep, prompt, deadline_s)
-        if error is not None or why.startswith("no echo"):
-            return error, why
-    return None, why
+        check = await _alignment_on(pair, ep, prompt, deadline_s)
+        if not check.offered or check.errors_nats or "re-tokenizes" not in check.note:
+            return check
+    return check
 
 
 def describe_error(result: Completion) -> str:
@@ -118,11 +127,18 @@ async def score_texts(
     return tuple(out)
 
 
-def token_nlls(result: Completion) -> list[tuple[str, float]] | None:
-    """(token, NLL) of every scored prompt token (the first has no context and is skipped)."""
-    if not result.ok or not result.prompt_logprobs:
+def token_nlls(result: Completion, route: ScoringRoute) -> list[tuple[str, float | None]] | None:
+    """(token, NLL) of every echoed prompt token after the first, read through `route`; the NLL
+    is None where the route has no exact score (outside the shifted top-k, or no logprob)."""
+    if not route.usable or not result.ok or not result.prompt_logprobs:
         return None
-    return [(e.token, -e.logprob) for e in result.prompt_logprobs if e is not None]
+    raw = result.prompt_logprobs
+    entries, bounded = realign(raw, route.shift)
+    return [
+        (r.token, None if e is None or i in bounded else -e.logprob)
+        for i, (r, e) in enumerate(zip(raw, entries, strict=True))
+        if r is not None and i > 0
+    ]
 
 
 @dataclass(frozen=True)
@@ -132,83 +148,175 @@ class ShiftResult:
     shift: PairedShift
     baseline_nll: float | None  # mean NLL per token of the baseline on those tokens
     texts_compared: tuple[str, ...]
-    texts_unscored: tuple[str, ...]  # a side returned no prompt logprobs
+    texts_unscored: tuple[str, ...]  # a side returned no usable prompt logprobs
     texts_tokenized_differently: tuple[str, ...]
     argmax_flip_rate: float | None = None  # positions whose top-1 token differs between sides
     mean_abs_dlogprob: float | None = None  # |Δ| of the text's own token's logprob, per token
+    tokens_total: int = 0  # positions of the compared texts
+    by_position: tuple[tuple[str, int, float], ...] = ()  # (bucket, tokens, mean shift nats)
+
+    @property
+    def coverage(self) -> float | None:
+        """Share of the compared texts' positions scored exactly on both sides."""
+        return self.shift.n / self.tokens_total if self.tokens_total else None
 
 
 def _top1(entry: TokenLogprob) -> str:
     return max((*entry.top, (entry.token, entry.logprob)), key=lambda t: t[1])[0]
 
 
-def perplexity_shift(scores: Sequence[TextScore]) -> ShiftResult:
-    """Per-token NLL differences (candidate − baseline) grouped by text, with the share of
-    positions whose top-1 token differs (argmax flips under teacher forcing)."""
+def _buckets(positions: Sequence[tuple[int, float]]) -> tuple[tuple[str, int, float], ...]:
+    out = []
+    for lo, hi in POSITION_BUCKETS:
+        got = [d for p, d in positions if lo <= p < hi]
+        if got:
+            label = f"{lo}–{hi - 1}" if hi < 1 << 30 else f"≥ {lo}"
+            out.append((label, len(got), sum(got) / len(got)))
+    return tuple(out)
+
+
+def perplexity_shift(
+    scores: Sequence[TextScore], baseline: ScoringRoute, candidate: ScoringRoute
+) -> ShiftResult:
+    """Per-token NLL differences (candidate − baseline) grouped by text, each side read through
+    its own route, on the positions scored exactly on both sides; with the share of positions
+    whose top-1 token differs (argmax flips under teacher forcing) and the shift by position."""
     groups: list[list[float]] = []
     base: list[float] = []
     flips: list[bool] = []
+    positions: list[tuple[int, float]] = []
+    total = 0
     compared, unscored, differ = [], [], []
     for s in scores:
-        b, c = token_nlls(s.baseline), token_nlls(s.candidate)
+        b, c = token_nlls(s.baseline, baseline), token_nlls(s.candidate, candidate)
         if not b or not c:
             unscored.append(s.text_id)
-        elif [t for t, _ in b] != [t for t, _ in c]:
+            continue
+        if [t for t, _ in b] != [t for t, _ in c]:
             differ.append(s.text_id)
-        else:
-            groups.append([y - x for (_, x), (_, y) in zip(b, c, strict=True)])
-            base += [x for _, x in b]
-            compared.append(s.text_id)
-            entries = (s.baseline.prompt_logprobs or (), s.candidate.prompt_logprobs or ())
-            pairs = zip(*entries, strict=True)  # same tokens, so the same length
-            flips += [_top1(x) != _top1(y) for x, y in pairs if x is not None and y is not None]
+            continue
+        both = [(i, x, y) for i, ((_, x), (_, y)) in enumerate(zip(b, c, strict=True), start=1)]
+        exact = [(i, x, y) for i, x, y in both if x is not None and y is not None]
+        total += len(both)
+        groups.append([y - x for _, x, y in exact])
+        base += [x for _, x, _ in exact]
+        positions += [(i, y - x) for i, x, y in exact]
+        compared.append(s.text_id)
+        tops = (_tops(s.baseline, baseline), _tops(s.candidate, candidate))
+        flips += [_top1(x) != _top1(y) for x, y in zip(*tops, strict=True) if x and y]
     diffs = [abs(d) for g in groups for d in g]
     return ShiftResult(
-        PairedShift.from_groups(groups),
+        PairedShift.from_groups([g for g in groups if g]),
         sum(base) / len(base) if base else None,
         tuple(compared),
         tuple(unscored),
         tuple(differ),
         sum(flips) / len(flips) if flips else None,
         sum(diffs) / len(diffs) if diffs else None,
+        total,
+        _buckets(positions),
     )
+
+
+def _tops(result: Completion, route: ScoringRoute) -> list[TokenLogprob | None]:
+    entries, _ = realign(result.prompt_logprobs or (), route.shift)
+    return [e if e is not None and e.top else None for e in entries]
 
 
 @dataclass(frozen=True, slots=True)
 class CrossScore:
-    """Mean NLL per token (nats) of each side's greedy text, scored by each side."""
+    """Mean NLL per token (nats) of each side's greedy text, scored by each side.
+
+    A value in `lower_bounds` (by field name) is only a lower bound: some of its tokens were
+    outside the scoring side's shifted top-k (see echo_route.realign).
+    """
 
     baseline_on_baseline: float | None  # the baseline scoring its own text
     baseline_on_candidate: float | None  # the baseline scoring the candidate's text
     candidate_on_candidate: float | None
     candidate_on_baseline: float | None  # the candidate scoring the baseline's text
+    lower_bounds: frozenset[str] = frozenset()
 
     @property
     def excess_nats(self) -> float | None:
-        """How much less likely the baseline finds the candidate's text than its own."""
+        """How much less likely the baseline finds the candidate's text than its own (a lower
+        bound when `excess_is_bound`)."""
         b, c = self.baseline_on_baseline, self.baseline_on_candidate
-        return None if b is None or c is None else c - b
+        if b is None or c is None or "baseline_on_baseline" in self.lower_bounds:
+            return None
+        return c - b
+
+    @property
+    def excess_is_bound(self) -> bool:
+        return "baseline_on_candidate" in self.lower_bounds
 
     @property
     def teacher_forced_dnll_nats(self) -> float | None:
         """How much worse the candidate predicts the baseline's text than the baseline does."""
         b, c = self.baseline_on_baseline, self.candidate_on_baseline
-        return None if b is None or c is None else c - b
+        if (
+            b is None
+            or c is None
+            or self.lower_bounds & {"baseline_on_baseline", "candidate_on_baseline"}
+        ):
+            return None
+        return c - b
 
 
-def tail_nll(entries: Sequence[TokenLogprob | None] | None, text: str) -> float | None:
-    """Mean NLL per token of the echoed tokens that spell the final `text`; None if unknown."""
+def tail_nll(
+    entries: Sequence[TokenLogprob | None] | None,
+    text: str,
+    bounded: frozenset[int] = frozenset(),
+) -> tuple[float | None, bool]:
+    """Mean NLL per token of the echoed tokens that spell the final `text`, and whether it is
+    only a lower bound (a token at a position in `bounded`); None if unknown."""
     if not entries or not text:
-        return None
-    covered, values = 0, []
-    for entry in reversed(entries):
+        return None, False
+    covered, values, is_bound = 0, [], False
+    for i in range(len(entries) - 1, -1, -1):
+        entry = entries[i]
         if covered >= len(text):
             break
         if entry is None or not math.isfinite(entry.logprob):
-            return None
+            return None, False
         values.append(-entry.logprob)
+        is_bound = is_bound or i in bounded
         covered += len(entry.token)
-    return sum(values) / len(values) if covered >= len(text) else None
+    if covered < len(text):
+        return None, False
+    return sum(values) / len(values), is_bound
+
+
+@dataclass(frozen=True, slots=True)
+class CrossEcho:
+    """The four echo requests of a cross-scoring, as answered: read in `numerics.evaluate`
+    through each side's scoring route (`scores`), never before it is chosen."""
+
+    baseline_text: str
+    candidate_text: str
+    baseline_on_baseline: Completion | None
+    baseline_on_candidate: Completion | None
+    candidate_on_candidate: Completion | None = None
+    candidate_on_baseline: Completion | None = None
+
+    def scores(self, baseline: ScoringRoute, candidate: ScoringRoute) -> CrossScore:
+        """Mean NLLs per token, each read through the scoring side's route (None where that
+        route is unusable: an instrument that failed its check is not read)."""
+        values: dict[str, float | None] = {}
+        bounds: set[str] = set()
+        for name, result, text, route in (
+            ("baseline_on_baseline", self.baseline_on_baseline, self.baseline_text, baseline),
+            ("baseline_on_candidate", self.baseline_on_candidate, self.candidate_text, baseline),
+            ("candidate_on_candidate", self.candidate_on_candidate, self.candidate_text, candidate),
+            ("candidate_on_baseline", self.candidate_on_baseline, self.baseline_text, candidate),
+        ):
+            values[name] = None
+            if route.usable and result is not None and result.ok and result.prompt_logprobs:
+                entries, bounded = realign(result.prompt_logprobs, route.shift)
+                values[name], is_bound = tail_nll(entries, text, bounded)
+                if is_bound:
+                    bounds.add(name)
+        return CrossScore(**values, lower_bounds=frozenset(bounds))
 
 
 async def cross_score(
@@ -220,27 +328,21 @@ async def cross_score(
     deadline_s: float,
     *,
     candidate_scores: bool = True,
-) -> CrossScore:
-    """Both greedy texts, after the probe's prompt, scored by both sides (by the baseline only
+) -> CrossEcho:
+    """Both greedy texts, after the probe's prompt, echoed by both sides (by the baseline only
     when `candidate_scores` is false: a candidate without echo logprobs has nothing to say)."""
 
-    async def by(ep: Endpoint, text: str) -> float | None:
-        r = await _send(pair, ep, echo_body(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
-        return tail_nll(r.prompt_logprobs, text) if r.ok else None
+    async def by(ep: Endpoint, text: str) -> Completion:
+        return await _send(pair, ep, echo_body(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
 
-    async def on(ep: Endpoint, own: str, other: str) -> tuple[float | None, float | None]:
+    async def on(ep: Endpoint, own: str, other: str) -> tuple[Completion | None, Completion | None]:
         return await by(ep, own), await by(ep, other)
 
-    async def unscored() -> tuple[float | None, float | None]:
+    async def unscored() -> tuple[Completion | None, Completion | None]:
         return None, None
 
     (bb, bc), (cc, cb) = await pair.sides(
         lambda: on(pair.baseline, b_text, c_text),
         (lambda: on(pair.candidate, c_text, b_text)) if candidate_scores else unscored,
     )
-    return CrossScore(
-        baseline_on_baseline=bb,
-        baseline_on_candidate=bc,
-        candidate_on_candidate=cc,
-        candidate_on_baseline=cb,
-    )
+    return CrossEcho(b_text, c_text, bb, bc, cc, cb)

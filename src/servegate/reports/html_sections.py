@@ -236,4 +236,10 @@ def reproducers(report: Report) -> str:
 def not_measured(report: Report) -> str:
     gaps = [f"<li>{esc(g.name)}: {esc(item)}</li>" for g in report.gates for item in g.not_measured]
     body = f"<ul>{''.join(gaps)}</ul>" if gaps else note("Everything was measured.")
+    offered = [
+        f"<li>{esc(g.name)}: {esc(item)}</li>" for g in report.gates for item in g.not_applicable
+    ]
+    if offered:
+        body += note("Not applicable (a server does not offer it; not a pass):")
+        body += f"<ul>{''.join(offered)}</ul>"
     return section("not-measured", "Not measured (never counted as a pass)", body)

@@ -105,6 +105,8 @@ def _check_case(suite: ET.Element, gate: str, c: Check) -> str:
         _add(case, "failure", c.reason or c.title, detail)
     elif c.outcome is Outcome.NOT_MEASURED:
         _add(case, "skipped", f"not measured: {c.reason or c.title}")
+    elif c.outcome is Outcome.NOT_APPLICABLE:
+        _add(case, "skipped", f"not applicable: {c.reason or c.title}")
     else:
         ET.SubElement(case, "system-out").text = _text(detail)
     return c.outcome.value

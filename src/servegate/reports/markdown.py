@@ -183,9 +183,13 @@ def _nats(value: float | None) -> str:
 
 def _not_measured(report: Report) -> list[str]:
     gaps = [f"- {inline(g.name)}: {inline(item)}" for g in report.gates for item in g.not_measured]
-    if not gaps:
-        return []
-    return ["", "### Not measured (never counted as a pass)", "", *gaps]
+    offered = [
+        f"- {inline(g.name)}: {inline(item)}" for g in report.gates for item in g.not_applicable
+    ]
+    out = ["", "### Not measured (never counted as a pass)", "", *gaps] if gaps else []
+    if offered:
+        out += ["", "### Not applicable (a server does not offer it; not a pass)", "", *offered]
+    return out
 
 
 def render_markdown(report: Report, *, max_chars: int = MAX_CHARS) -> str:

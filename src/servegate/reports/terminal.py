@@ -67,6 +67,10 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
     if gaps:
         parts.append(Text("Not measured (never counted as a pass):", style="bold yellow"))
         parts.append(_plain("\n".join(f"  - {item}" for item in gaps)))
+    offered = [f"{g.name}: {item}" for g in report.gates for item in g.not_applicable]
+    if offered:
+        parts.append(Text("Not applicable (not offered by a server; not a pass):", style="bold"))
+        parts.append(_plain("\n".join(f"  - {item}" for item in offered)))
     findings = [
         f for g in report.gates for f in g.findings if show_info or f.severity is not Severity.INFO
     ]

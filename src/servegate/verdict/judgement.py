@@ -64,6 +64,12 @@ def not_measured(
     return check(name, title, failed=None, core=core, reason=reason, row=row)
 
 
+def not_applicable(name: str, title: str, reason: str, *, row: str | None = None) -> Check:
+    """A check the servers give nothing to make it with (the feature is not offered at all):
+    listed with its reason; it never passes and never blocks, `strict` included."""
+    return Check(name=name, title=title, outcome=Outcome.NOT_APPLICABLE, reason=reason, row=row)
+
+
 def at_most(
     name: str,
     title: str,
@@ -103,7 +109,8 @@ def combine(checks: Sequence[Check]) -> Outcome:
     if any(c.outcome is Outcome.FAIL for c in checks):
         return Outcome.FAIL
     if not any(c.measured for c in checks):
-        return Outcome.NOT_MEASURED
+        applicable = [c for c in checks if c.applicable]
+        return Outcome.NOT_APPLICABLE if checks and not applicable else Outcome.NOT_MEASURED
     return Outcome.PASS
 
 
@@ -111,6 +118,7 @@ STATUS_OF = {
     Outcome.PASS: Status.PASS,
     Outcome.FAIL: Status.FAIL,
     Outcome.NOT_MEASURED: Status.INCONCLUSIVE,
+    Outcome.NOT_APPLICABLE: Status.SKIP,
 }
 
 
@@ -118,19 +126,25 @@ def judge(checks: Sequence[Check], *, strict: bool = False) -> tuple[Status, str
     """The gate's status and a one-line reason: fail > not measured > pass.
 
     FAIL when any check failed; INCONCLUSIVE when a core check (or, with `strict`, any check)
-    was not measured, or when nothing was measured at all; PASS otherwise.
+    was not measured, or when nothing was measured at all; SKIP when every check is not
+    applicable (the servers offer nothing it could measure); PASS otherwise. A not-applicable
+    check is never a gap, `strict` included.
     """
     failed = [c for c in checks if c.outcome is Outcome.FAIL]
     if failed:
         return Status.FAIL, "; ".join(_why(c) for c in failed[:3])
-    gaps = [c for c in checks if not c.measured and (c.core or strict)]
+    gaps = [c for c in checks if c.outcome is Outcome.NOT_MEASURED and (c.core or strict)]
     if gaps:
         return Status.INCONCLUSIVE, "not measured: " + "; ".join(_why(c) for c in gaps[:3])
+    if checks and all(c.outcome is Outcome.NOT_APPLICABLE for c in checks):
+        return Status.SKIP, "not applicable: " + "; ".join(_why(c) for c in checks[:3])
     if not any(c.measured for c in checks):
         return Status.INCONCLUSIVE, "nothing could be measured"
     passed = sum(1 for c in checks if c.outcome is Outcome.PASS)
-    missing = len(checks) - passed
+    missing = sum(1 for c in checks if c.outcome is Outcome.NOT_MEASURED)
+    offered = sum(1 for c in checks if c.outcome is Outcome.NOT_APPLICABLE)
     tail = f"; {missing} not measured (listed)" if missing else ""
+    tail += f"; {offered} not applicable (listed)" if offered else ""
     return Status.PASS, f"{passed} check(s) within their limits{tail}"
 
 
@@ -156,6 +170,7 @@ def gate_result(
         divergences=tuple(divergences),
         details=dict(details or {}),
         not_measured=tuple(unmeasured(checks)),
+        not_applicable=tuple(_why(c) for c in checks if c.outcome is Outcome.NOT_APPLICABLE),
     )
 
 
@@ -165,4 +180,4 @@ def _why(c: Check) -> str:
 
 def unmeasured(checks: Iterable[Check]) -> list[str]:
     """`title: reason` of every check that could not be made."""
-    return [_why(c) for c in checks if not c.measured]
+    return [_why(c) for c in checks if c.outcome is Outcome.NOT_MEASURED]

@@ -64,6 +64,10 @@ class Outcome(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     NOT_MEASURED = "not-measured"
+    # The server does not offer what the check needs at all (no prompt logprobs, no embeddings
+    # endpoint): listed with its reason, never a pass, never blocking — unlike NOT_MEASURED,
+    # which is a measurement the server offers that failed or could not be trusted.
+    NOT_APPLICABLE = "not-applicable"
 
 
 class Check(_Frozen):
@@ -84,7 +88,11 @@ class Check(_Frozen):
 
     @property
     def measured(self) -> bool:
-        return self.outcome is not Outcome.NOT_MEASURED
+        return self.outcome in (Outcome.PASS, Outcome.FAIL)
+
+    @property
+    def applicable(self) -> bool:
+        return self.outcome is not Outcome.NOT_APPLICABLE
 
 
 class Divergence(_Frozen):
@@ -120,6 +128,8 @@ class GateResult(_Frozen):
     details: dict[str, Any] = Field(default_factory=dict)
     # Every check this gate could not make, with the reason: listed, never counted as a pass.
     not_measured: tuple[str, ...] = ()
+    # What the servers do not offer at all (`title: reason`): listed, neither a pass nor a gap.
+    not_applicable: tuple[str, ...] = ()
 
 
 class CorrectnessRow(_Frozen):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from servegate.config.loader import ConfigError, validate
-from servegate.config.models import CanaryPolicy, Policy, Tolerance
+from servegate.config.models import CanaryPolicy, NumericsPolicy, Policy, Tolerance
 from servegate.config.reference import policy_reference
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,12 +41,12 @@ def test_every_canary_key_is_read_by_the_canary(key: str) -> None:
     assert any(pattern.search(p.read_text(encoding="utf-8")) for p in JUDGES), key
 
 
-@pytest.mark.parametrize("model", [Policy, Tolerance, CanaryPolicy])
+@pytest.mark.parametrize("model", [Policy, Tolerance, CanaryPolicy, NumericsPolicy])
 def test_every_key_has_a_unit_and_a_reason(
-    model: type[Policy] | type[Tolerance] | type[CanaryPolicy],
+    model: type[Policy] | type[Tolerance] | type[CanaryPolicy] | type[NumericsPolicy],
 ) -> None:
     for name, field in model.model_fields.items():
-        if name in ("tolerance", "models", "canary"):
+        if name in ("tolerance", "models", "canary", "numerics"):
             continue
         assert isinstance(field.json_schema_extra, dict), name
         assert field.json_schema_extra.get("unit"), name

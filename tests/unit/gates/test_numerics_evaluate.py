@@ -6,9 +6,10 @@ import pytest
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.gates.echo_route import EchoCheck
 from servegate.gates.noise import NoiseFloor, PathComparison, ProbeRequest
 from servegate.gates.numerics import NumericsEvidence, Observation, evaluate
-from servegate.gates.perplexity import CrossScore, TextScore
+from servegate.gates.perplexity import CrossEcho, TextScore
 from servegate.gates.tokens import compare
 from servegate.stats.distribution import DistributionSummary
 from servegate.verdict.model import GateResult, Severity, Status
@@ -17,7 +18,10 @@ OK_TOKENS = (
     TokenLogprob("O", -0.05, (("O", -0.05), ("Ok", -3.2), ("Yes", -4.0))),
     TokenLogprob("K", -0.01, (("K", -0.01), ("k", -5.0))),
 )
-ALIGNED = {"baseline": 0.0, "candidate": 0.0}
+ALIGNED = {"baseline": EchoCheck.aligned(), "candidate": EchoCheck.aligned()}
+# Stock llama-cpp-python on a model without BOS: one token late as returned, exact shifted.
+LATE = EchoCheck(offered=True, errors_nats={0: 13.7, 1: 0.0}, tokens=6)
+GARBAGE = EchoCheck(offered=True, errors_nats={0: 13.7, 1: 9.2}, tokens=6)
 WORDS = [f" w{i}" for i in range(400)]
 
 
@@ -27,7 +31,7 @@ def answer(tokens: tuple[TokenLogprob, ...] | None, text: str | None = None) -> 
 
 
 def observe(
-    baseline: Completion, candidate: Completion, probe: str = "canary", **kw: CrossScore
+    baseline: Completion, candidate: Completion, probe: str = "canary", **kw: CrossEcho
 ) -> Observation:
     body = {"messages": [{"role": "user", "content": "Say OK"}], "max_tokens": 24}
     return Observation(ProbeRequest(probe, "chat", body), baseline, candidate, **kw)
@@ -54,7 +58,7 @@ def judge(
     *observations: Observation,
     noise: NoiseFloor | None = None,
     scores: tuple[TextScore, ...] | None = None,
-    alignment: dict[str, float | None] = ALIGNED,
+    alignment: dict[str, EchoCheck] = ALIGNED,
     strict: bool = False,
 ) -> GateResult:
     evidence = NumericsEvidence(
@@ -63,7 +67,7 @@ def judge(
         baseline_url="http://127.0.0.1:1/v1",
         candidate_url="http://127.0.0.1:2/v1",
         model="m",
-        alignment_nats=alignment,
+        echo=alignment,
         texts=texts() if scores is None else scores,
     )
     return evaluate(evidence, Policy(), strict=strict)
@@ -160,19 +164,70 @@ def test_prefix_drift_within_k_times_the_path_noise_plus_tolerance_passes() -> N
     assert check.limit.startswith("≤ 0.4000 nats (3 × floor 0.1000 + tolerance 0.1)")
 
 
-def test_garbage_text_that_the_baseline_finds_improbable_fails_on_cross_nll() -> None:
-    cross = CrossScore(
-        baseline_on_baseline=0.4,
-        baseline_on_candidate=8.7,
-        candidate_on_candidate=0.1,
-        candidate_on_baseline=6.0,
+def scored(text: str, nll: float, prompt_nll: float = 3.0) -> Completion:
+    """An echo of "Say OK" + "\n" + `text`, each character of `text` one token at `nll`."""
+    head = (None, TokenLogprob("Say", -prompt_nll, (("Say", -prompt_nll),)))
+    tail = tuple(TokenLogprob(ch, -nll, ((ch, -nll),)) for ch in f"\n{text}")
+    return Completion(status=200, content="", prompt_logprobs=(*head, *tail))
+
+
+def cross_echo(
+    b_text: str, c_text: str, bb: float, bc: float, cc: float | None, cb: float | None
+) -> CrossEcho:
+    return CrossEcho(
+        b_text,
+        c_text,
+        scored(b_text, bb),
+        scored(c_text, bc),
+        None if cc is None else scored(c_text, cc),
+        None if cb is None else scored(b_text, cb),
     )
+
+
+def test_garbage_text_that_the_baseline_finds_improbable_fails_on_cross_nll() -> None:
+    cross = cross_echo("OK", "OK,,,,,,,,", bb=0.4, bc=8.7, cc=0.1, cb=6.0)
     same_tokens = answer(OK_TOKENS)
     result = judge(observe(same_tokens, answer(OK_TOKENS, text="OK,,,,,,,,"), cross=cross))
     assert result.status is Status.FAIL
     assert blocking(result) == ["numerics"]
     assert result.metrics["cross_nll_excess_max_nats"] == pytest.approx(8.3)
     assert result.metrics["teacher_forced_dnll_nats"] == pytest.approx(5.6)
+
+
+def test_cross_scoring_never_reads_echo_logprobs_that_failed_their_alignment() -> None:
+    # The issue-18 false alarm: a stock server's unshifted echo made a near-tie divergence look
+    # 2.9 nats/token worse. Misaligned by every shift: the excess is not measured, never judged.
+    cross = cross_echo("OK", "Ok", bb=0.4, bc=3.3, cc=0.4, cb=3.3)
+    result = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS, text="Ok"), cross=cross),
+        alignment={"baseline": GARBAGE, "candidate": GARBAGE},
+    )
+    check = next(c for c in result.checks if c.name == "cross_nll_excess")
+    assert check.outcome == "not-measured"
+    assert "not aligned by any shift" in check.reason
+    assert blocking(result) == []
+    assert result.metrics["cross_nll_excess_max_nats"] is None
+
+
+def test_cross_scoring_reads_a_late_echo_through_the_one_token_shift() -> None:
+    # Entries as a stock llama-cpp-python returns them for a model without BOS: entry i carries
+    # token i with the top-k of position i+1. Shifted, "O" then "K" are scored from the
+    # previous entry's top-k: exact, 0.2 nats/token; as returned they would read 5.0.
+    def late(*tokens: tuple[str, float]) -> Completion:
+        entries: list[TokenLogprob | None] = [None]
+        for (tok, _), (_, nxt_lp) in zip(tokens, (*tokens[1:], ("", -1.0)), strict=True):
+            nxt = tokens[len(entries)][0] if len(entries) < len(tokens) else "."
+            entries.append(TokenLogprob(tok, -5.0, ((nxt, nxt_lp),)))
+        return Completion(status=200, content="", prompt_logprobs=tuple(entries))
+
+    base = late(("Say", -3.0), ("\n", -0.2), ("O", -0.2), ("K", -0.2))
+    cross = CrossEcho("OK", "OK!", base, base, None, None)
+    result = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS, text="OK!"), cross=cross),
+        alignment={"baseline": LATE, "candidate": LATE},
+    )
+    assert result.metrics["baseline_scoring_route"] == "echo-shifted"
+    assert result.metrics["cross_nll_excess_max_nats"] == pytest.approx(0.0)
 
 
 def test_a_systematic_perplexity_shift_fails_even_when_greedy_tokens_are_identical() -> None:
@@ -197,14 +252,97 @@ def test_a_better_candidate_never_fails_on_perplexity() -> None:
 
 
 def test_misaligned_echo_logprobs_leave_perplexity_unmeasured_and_the_gate_inconclusive() -> None:
-    # llama-cpp-python 0.3.16 upstream reports echo logprobs one position late.
+    # Echo logprobs that no shift aligns with the generation logprobs: not measured, core.
     result = judge(
         observe(answer(OK_TOKENS), answer(OK_TOKENS)),
-        alignment={"baseline": 13.7, "candidate": 13.7},
+        alignment={"baseline": GARBAGE, "candidate": GARBAGE},
     )
     assert result.status is Status.INCONCLUSIVE
-    assert "not aligned" in result.summary
+    assert "not aligned by any shift" in result.summary
     assert outcome(result, "perplexity_shift") == "not-measured"
+
+
+def test_a_team_that_does_not_require_perplexity_gets_a_verdict_on_tokens_and_margins() -> None:
+    from servegate.config.models import NumericsPolicy
+
+    evidence = NumericsEvidence(
+        observations=(observe(answer(OK_TOKENS), answer(OK_TOKENS)),),
+        noise=NoiseFloor.zero(),
+        baseline_url="http://127.0.0.1:1/v1",
+        candidate_url="http://127.0.0.1:2/v1",
+        model="m",
+        echo={"baseline": GARBAGE, "candidate": GARBAGE},
+        texts=texts(),
+    )
+    policy = Policy(numerics=NumericsPolicy(require=("token_comparison", "prefix_dlogprob")))
+    result = evaluate(evidence, policy)
+    assert result.status is Status.PASS
+    assert outcome(result, "perplexity_shift") == "not-measured"
+    assert any("not aligned" in n for n in result.not_measured)
+    assert evaluate(evidence, policy, strict=True).status is Status.INCONCLUSIVE
+
+
+def test_a_server_without_echo_logprobs_is_not_applicable_not_inconclusive() -> None:
+    none = EchoCheck.not_offered("returns no completion logprobs")
+    result = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS)),
+        alignment={"baseline": ALIGNED["baseline"], "candidate": none},
+    )
+    assert outcome(result, "perplexity_shift") == "not-applicable"
+    assert result.status is Status.PASS
+    assert any("returns no completion logprobs" in n for n in result.not_applicable)
+    strict = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS)),
+        alignment={"baseline": ALIGNED["baseline"], "candidate": none},
+        strict=True,
+    )
+    assert not any("perplexity" in n for n in strict.not_measured)  # never a gap, strict or not
+
+
+def as_stock_echo(aligned: Completion) -> Completion:
+    """The same scores laid out as stock llama-cpp-python echoes them on a model without BOS:
+    entry i carries token i, a wrong value, and the top-k of position i+1 (the first entry, as
+    the API wants, none: so position 1 cannot be scored)."""
+    entries = aligned.prompt_logprobs or ()
+    late: list[TokenLogprob | None] = []
+    for i, e in enumerate(entries):
+        nxt = entries[i + 1] if i + 1 < len(entries) else None
+        top = ((nxt.token, nxt.logprob),) if nxt is not None else ()
+        late.append(TokenLogprob(e.token if e else "<s>", -9.0, top) if i else None)
+    return Completion(status=200, content="", prompt_logprobs=tuple(late))
+
+
+def test_a_late_echo_is_read_shifted_and_gives_the_aligned_shift() -> None:
+    aligned = texts(shift=0.07)
+    expected = judge(observe(answer(OK_TOKENS), answer(OK_TOKENS)), scores=aligned)
+    assert expected.metrics["baseline_scoring_route"] == "echo"
+    late = tuple(
+        TextScore(t.text_id, as_stock_echo(t.baseline), as_stock_echo(t.candidate)) for t in aligned
+    )
+    shifted = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS)),
+        scores=late,
+        alignment={"baseline": LATE, "candidate": LATE},
+    )
+    assert shifted.metrics["candidate_scoring_route"] == "echo-shifted"
+    assert shifted.metrics["candidate_echo_alignment_nats"] == 13.7
+    assert shifted.metrics["candidate_echo_calibrated_nats"] == 0.0
+    # the same tokens' scores but the first of each text (no top-k before it): ~the same shift
+    assert shifted.metrics["perplexity_shift_nats"] == pytest.approx(
+        expected.metrics["perplexity_shift_nats"],
+        abs=1e-3,  # type: ignore[arg-type]
+    )
+    assert shifted.metrics["perplexity_tokens"] == expected.metrics["perplexity_tokens"] - 2
+    assert outcome(shifted, "perplexity_shift") == "fail"
+    ppl = next(c for c in shifted.checks if c.name == "perplexity_shift")
+    assert "aligned after a one-token shift (13.700 → 0.000" in ppl.baseline
+    # The same late echo read as returned, had nothing checked it, is garbage: it is not read.
+    unchecked = judge(
+        observe(answer(OK_TOKENS), answer(OK_TOKENS)),
+        scores=late,
+        alignment={"baseline": GARBAGE, "candidate": GARBAGE},
+    )
+    assert outcome(unchecked, "perplexity_shift") == "not-measured"
 
 
 def test_texts_tokenized_differently_are_not_compared_and_say_so() -> None:
@@ -269,16 +407,11 @@ def test_a_candidate_error_where_the_baseline_answered_blocks() -> None:
 
 def test_a_candidate_without_logprobs_is_still_judged_on_its_text_scored_by_the_baseline() -> None:
     # transformers serve returns no logprobs: only the baseline can score the divergent text.
-    cross = CrossScore(
-        baseline_on_baseline=0.4,
-        baseline_on_candidate=8.7,
-        candidate_on_candidate=None,
-        candidate_on_baseline=None,
-    )
+    cross = cross_echo("OK", "OK,,,,,,,,", bb=0.4, bc=8.7, cc=None, cb=None)
     bare = Completion(status=200, content="OK,,,,,,,,")
     result = judge(
         observe(answer(OK_TOKENS), bare, cross=cross),
-        alignment={"baseline": 0.0, "candidate": None},
+        alignment={"baseline": ALIGNED["baseline"], "candidate": EchoCheck.not_offered("x")},
     )
     assert result.status is Status.FAIL
     assert blocking(result) == ["numerics"]
@@ -290,9 +423,9 @@ def test_divergent_texts_that_could_not_be_scored_are_not_called_identical() -> 
     bare = Completion(status=200, content="Something else entirely")
     result = judge(
         observe(answer(OK_TOKENS), bare, probe="count"),
-        alignment={"baseline": None, "candidate": None},
+        alignment={"baseline": GARBAGE, "candidate": GARBAGE},
     )
     check = next(c for c in result.checks if c.name == "cross_nll_excess")
     assert check.outcome == "not-measured"
-    assert check.reason.startswith("1 greedy answer(s) differ in text (count), but the baseline")
+    assert check.reason.startswith("1 greedy answer(s) differ in text (count), but echo")
     assert "no greedy answer diverged" not in check.reason

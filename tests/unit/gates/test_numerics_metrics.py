@@ -4,10 +4,13 @@ import pytest
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.gates.echo_route import ScoringRoute
 from servegate.gates.noise import NoiseFloor, PathComparison
 from servegate.gates.perplexity import CrossScore, TextScore, perplexity_shift, tail_nll
 from servegate.gates.tokens import compare, cosine, margin_nats, non_finite
 from servegate.stats.distribution import DistributionSummary
+
+AS_IS = ScoringRoute("echo")
 
 
 def tok(token: str, logprob: float, *alts: tuple[str, float]) -> TokenLogprob:
@@ -64,15 +67,15 @@ def test_degenerate_text_has_far_higher_nll_than_fluent_text() -> None:
     context = [None, TokenLogprob("Say", -3.0)]
     fluent = [*context, TokenLogprob(" OK", -0.2)]
     commas = [*context, *(TokenLogprob(",", -9.0) for _ in range(8))]
-    fluent_nll = tail_nll(fluent, " OK")
-    comma_nll = tail_nll(commas, ",,,,,,,,")
+    fluent_nll, _ = tail_nll(fluent, " OK")
+    comma_nll, _ = tail_nll(commas, ",,,,,,,,")
     assert fluent_nll == pytest.approx(0.2)
     assert comma_nll == pytest.approx(9.0)
 
 
 def test_tail_nll_is_unknown_when_the_text_reaches_the_unscored_first_token() -> None:
-    assert tail_nll([None, TokenLogprob("b", -1.0)], "ab") is None
-    assert tail_nll(None, "x") is None
+    assert tail_nll([None, TokenLogprob("b", -1.0)], "ab") == (None, False)
+    assert tail_nll(None, "x") == (None, False)
 
 
 @pytest.mark.parametrize(
@@ -145,7 +148,7 @@ def _echo(*entries: TokenLogprob | None) -> Completion:
 def test_teacher_forced_flips_count_positions_whose_top_1_differs() -> None:
     base = _echo(None, tok("a", -0.1, ("b", -2.0)), tok("c", -0.5, ("d", -1.0)))
     cand = _echo(None, tok("a", -0.3, ("b", -2.0)), tok("c", -1.2, ("d", -0.7)))  # "d" wins
-    result = perplexity_shift([TextScore("t", base, cand)])
+    result = perplexity_shift([TextScore("t", base, cand)], AS_IS, AS_IS)
     assert result.argmax_flip_rate == pytest.approx(0.5)
     assert result.mean_abs_dlogprob == pytest.approx((0.2 + 0.7) / 2)
     assert result.shift.mean == pytest.approx(0.45)
@@ -155,5 +158,5 @@ def test_teacher_forced_flips_count_positions_whose_top_1_differs() -> None:
 def test_texts_a_side_did_not_score_are_named() -> None:
     base = _echo(None, tok("a", -0.1))
     failed = Completion(status=500, error=RequestError(ErrorCategory.SERVER, "boom"))
-    result = perplexity_shift([TextScore("t", base, failed)])
+    result = perplexity_shift([TextScore("t", base, failed)], AS_IS, AS_IS)
     assert (result.texts_unscored, result.shift.n) == (("t",), 0)

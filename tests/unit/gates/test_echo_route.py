@@ -1,0 +1,119 @@
+"""The prompt-scoring instrument: measured against generation logprobs, calibrated, or refused."""
+
+import pytest
+
+from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.gates.echo_route import choose, measure, realign
+from servegate.gates.perplexity import token_nlls
+
+# A greedy continuation " Paris." of "The capital of France is", with generation logprobs.
+GEN = (TokenLogprob(" Paris", -0.4, ((" Paris", -0.4),)), TokenLogprob(".", -0.9, ((".", -0.9),)))
+PROMPT = ("The", " capital", " of", " France", " is")
+NEXT = {" is": (" Paris", -0.4), " Paris": (".", -0.9), ".": ("\n", -1.1)}
+
+
+def generated() -> Completion:
+    return Completion(status=200, content=" Paris.", logprobs=GEN)
+
+
+def aligned_echo() -> Completion:
+    """Entry i: token i, its logprob given tokens < i, the top-k over token i (as OpenAI)."""
+    values = {" Paris": -0.4, ".": -0.9}
+    entries: list[TokenLogprob | None] = [None]
+    for tok in (*PROMPT[1:], " Paris", "."):
+        lp = values.get(tok, -2.0)
+        entries.append(TokenLogprob(tok, lp, ((tok, lp),)))
+    return Completion(status=200, content="", prompt_logprobs=tuple(entries))
+
+
+def late_echo() -> Completion:
+    """Stock llama-cpp-python on a model without BOS: entry i carries token i with the logits that
+    predict token i+1 — its value belongs to no real question, its top-k to the next position."""
+    entries: list[TokenLogprob | None] = [None]
+    for tok in (*PROMPT[1:], " Paris", "."):
+        nxt = NEXT.get(tok, ("x", -2.0))
+        entries.append(TokenLogprob(tok, -13.7, (nxt, (tok, -13.7))))
+    entries[1] = TokenLogprob(" capital", -13.7, ((" of", -2.0),))
+    return Completion(status=200, content="", prompt_logprobs=tuple(entries))
+
+
+def test_an_aligned_echo_is_read_as_returned() -> None:
+    check = measure(generated(), aligned_echo())
+    assert check.errors_nats[0] == pytest.approx(0.0)
+    route = choose(check, 0.1)
+    assert (route.name, route.shift) == ("echo", 0)
+    assert route.describe().startswith("echo as returned")
+
+
+def test_a_late_echo_is_calibrated_by_a_one_token_shift() -> None:
+    check = measure(generated(), late_echo())
+    assert check.errors_nats[0] == pytest.approx((13.3 + 12.8) / 2)
+    assert check.errors_nats[1] == pytest.approx(0.0)
+    route = choose(check, 0.1)
+    assert (route.name, route.shift) == ("echo-shifted", 1)
+    assert "aligned after a one-token shift" in route.describe()
+
+
+def test_nothing_aligns_then_no_route_with_the_measured_errors() -> None:
+    garbage = Completion(
+        status=200,
+        content="",
+        prompt_logprobs=(
+            None,
+            *(TokenLogprob(t, -7.0, ((t, -7.0),)) for t in (*PROMPT[1:], " Paris", ".")),
+        ),
+    )
+    route = choose(measure(generated(), garbage), 0.1)
+    assert route.name == "none"
+    assert route.offered
+    assert "not aligned by any shift" in route.reason
+    assert token_nlls(garbage, route) is None  # no consumer reads it
+
+
+@pytest.mark.parametrize(
+    ("echo", "why"),
+    [
+        (
+            Completion(status=200, content="", prompt_logprobs=(None, TokenLogprob(".", -1.0))),
+            "wrong length",
+        ),
+        (
+            Completion(
+                status=200,
+                content="",
+                prompt_logprobs=(
+                    None,
+                    TokenLogprob("a", -1.0),
+                    TokenLogprob("b", -1.0),
+                    TokenLogprob("c", -1.0),
+                ),
+            ),
+            "re-tokenizes differently",
+        ),
+    ],
+    ids=["wrong-length", "wrong-tokens"],
+)
+def test_a_garbage_echo_is_not_measured_with_a_one_line_reason(echo: Completion, why: str) -> None:
+    check = measure(generated(), echo)
+    route = choose(check, 0.1)
+    assert route.name == "none"
+    assert route.offered
+    assert why in route.reason
+    assert "\n" not in route.reason
+
+
+def test_a_server_that_returns_no_echo_logprobs_does_not_offer_them() -> None:
+    route = choose(measure(generated(), Completion(status=200, content="x")), 0.1)
+    assert (route.name, route.offered) == ("none", False)
+
+
+def test_the_shift_scores_a_token_outside_the_previous_top_k_only_as_a_bound() -> None:
+    entries = (
+        None,
+        TokenLogprob("a", -9.0, (("b", -0.5), ("c", -2.0))),
+        TokenLogprob("z", -9.0, ()),
+    )
+    out, bounded = realign(entries, 1)
+    assert out[2] is not None
+    assert out[2].logprob == -2.0
+    assert bounded == frozenset({2})
