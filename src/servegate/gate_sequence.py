@@ -1,5 +1,5 @@
-"""The gates in the order they run, and running them: correctness first, performance only once
-every correctness gate that ran has passed, and nothing after a side that is not ready."""
+"""The gates in the order they run, and running them: correctness first, performance unless a
+correctness gate failed, and nothing after a side that is not ready."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from servegate.config.models import GateConfig
 from servegate.gates import context, embeddings, golden, numerics, performance, startup
 from servegate.gates.pair import EndpointPair
-from servegate.verdict.model import GateResult, Status
+from servegate.verdict.model import GateResult, Outcome, Status
 
 ProgressFn = Callable[[str, int, int, str], None]
 
@@ -56,31 +56,37 @@ GATES: dict[str, GateRunner] = {
     "performance": _performance,
 }
 GATE_ORDER = tuple(GATES)
-# Judged only once every correctness gate that ran has passed: speed is not looked at before
-# the answers are known to be right.
+# Judged after the correctness gates, and skipped when one of them failed: a rollback is
+# already decided, and speed is not looked at before the answers are known not to be wrong. An
+# inconclusive correctness gate still gets a performance measurement: a performance failure
+# then fails the run (a rollback is actionable even when some correctness measurement is missing).
 AFTER_CORRECTNESS = frozenset({"performance"})
+READY_CHECK = "ready"
 
 
 def _not_ready(result: GateResult) -> str | None:
-    """Why the gates after startup are skipped: a side is not ready."""
-    if result.name == "startup" and (
-        result.status is Status.INCONCLUSIVE or any(f.probe == "ready" for f in result.findings)
-    ):
+    """Why the gates after startup are skipped: a side is not ready — the startup gate's
+    readiness check (a real 1-token completion on both sides) did not pass. Other startup gaps
+    (a capability not measured, `--strict`) do not stop the gates that can still measure."""
+    if result.name != "startup":
+        return None
+    ready = next((c for c in result.checks if c.name == READY_CHECK), None)
+    if ready is None and result.status is Status.INCONCLUSIVE:
+        return "skipped: a side is not ready (see startup)"  # no readiness was judged at all
+    if ready is not None and ready.outcome is not Outcome.PASS:
+        return "skipped: a side is not ready (see startup)"
+    if any(f.probe == READY_CHECK for f in result.findings):
         return "skipped: a side is not ready (see startup)"
     return None
 
 
-def _correctness_not_passed(results: Sequence[GateResult]) -> str | None:
-    """Why a performance gate is skipped: the correctness gates that ran and did not pass (a
-    skipped gate, e.g. embeddings on a server without them, judged nothing and blocks nothing)."""
-    ran = [r for r in results if r.name not in AFTER_CORRECTNESS and r.status is not Status.SKIP]
-    blocking = [f"{r.name}: {r.status}" for r in ran if r.status is not Status.PASS]
-    if not blocking:
+def _correctness_failed(results: Sequence[GateResult]) -> str | None:
+    """Why a performance gate is skipped: the correctness gates that ran and failed."""
+    ran = [r for r in results if r.name not in AFTER_CORRECTNESS]
+    failed = [f"{r.name}: {r.status}" for r in ran if r.status is Status.FAIL]
+    if not failed:
         return None
-    return (
-        "skipped: performance is judged only after the correctness gates pass "
-        f"({', '.join(blocking)})"
-    )
+    return f"skipped: a correctness gate failed, the run rolls back ({', '.join(failed)})"
 
 
 async def run_gates(
@@ -115,7 +121,7 @@ async def run_gates(
         if skip_reason is not None:
             judged(GateResult(name=name, status=Status.SKIP, summary=skip_reason))
             continue
-        waiting = _correctness_not_passed(results) if name in AFTER_CORRECTNESS else None
+        waiting = _correctness_failed(results) if name in AFTER_CORRECTNESS else None
         if waiting is not None:
             judged(GateResult(name=name, status=Status.SKIP, summary=waiting))
             continue

@@ -209,11 +209,14 @@ async def _performance_not_measured(
         "the baseline is a stored recording: latency and throughput are compared only between "
         "live servers measured in interleaved blocks, where the drift of a shared machine cancels"
     )
+    # Not applicable, not "not measured": a recording has no latency to compare, so the gate
+    # is skipped with its reason (a skip never passes and never blocks), and a good candidate
+    # against a stored baseline exits 0.
     return GateResult(
         name="performance",
-        status=Status.INCONCLUSIVE,
-        summary=f"not measured: {why}",
-        not_measured=(f"performance: {why}",),
+        status=Status.SKIP,
+        summary=f"not applicable: {why}",
+        not_applicable=(f"performance: {why}",),
     )
 
 
