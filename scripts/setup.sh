@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Set up servegate in ./.venv on a fresh machine: the package, the reference engine and, with
-# `dev`, the test tools; with `transformers`, a second engine (`transformers serve` on CPU torch)
-# in its own venv. Safe to re-run. Usage: scripts/setup.sh [engine|dev|transformers]
+# `dev`, the test tools and the stock llama-cpp-python server; with `transformers`, a second
+# engine (`transformers serve` on CPU torch) in its own venv; with `stock`, the current
+# llama-cpp-python release, unpatched, in .venv-stock (a server servegate did not build).
+# Safe to re-run. Usage: scripts/setup.sh [engine|dev|transformers|stock]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-engine}
-case "$mode" in engine|dev|transformers) ;;
-  *) echo "usage: scripts/setup.sh [engine|dev|transformers]" >&2; exit 2;; esac
+case "$mode" in engine|dev|transformers|stock) ;;
+  *) echo "usage: scripts/setup.sh [engine|dev|transformers|stock]" >&2; exit 2;; esac
 PYTHON=${PYTHON:-python3}
 VENV=${SERVEGATE_VENV:-.venv}
 
@@ -32,6 +34,28 @@ if [ "$mode" = transformers ]; then
   # The one-time conversion of the shipped GGUF (cached; see servegate/engine/transformers_model.py).
   "$TPY" -m servegate.engine.transformers_model convert >&2
   echo "transformers serve set up in $TVENV" >&2
+  exit 0
+fi
+setup_stock() {
+  # The stock server as a user installs it: the newest release (pinned here so a test run is
+  # repeatable; bump it with the release), built with the same AMX-safe flags (a native build
+  # crashes on these CPUs), with none of servegate's patches. Needs the main venv for the model.
+  local svenv=${SERVEGATE_STOCK_VENV:-.venv-stock}
+  local version=${SERVEGATE_STOCK_LLAMA_VERSION:-0.3.36}
+  [ -x "$svenv/bin/python" ] || "$PYTHON" -m venv "$svenv"
+  local swheel
+  swheel=$(SERVEGATE_LLAMA_VERSION="$version" bash scripts/build-llama-wheel.sh "$svenv/bin/python")
+  if ! "$svenv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != '$version')" 2>/dev/null; then
+    "$svenv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$swheel"
+  fi
+  "$svenv/bin/python" -m pip install --quiet --disable-pip-version-check "${swheel}[server]"
+  "$VENV/bin/python" -m servegate.engine.selfcheck "$svenv/bin/python"
+  echo "stock llama-cpp-python $version set up in $svenv" >&2
+}
+
+if [ "$mode" = stock ]; then
+  [ -x "$VENV/bin/python" ] || { echo "setup.sh stock: run scripts/setup.sh first (the model ships in its venv)" >&2; exit 1; }
+  setup_stock
   exit 0
 fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
@@ -63,4 +87,6 @@ pip_q -e ".[${extras}]"
 # A wheel built natively (or taken from a stale cache) crashes on the first real prompt; prove
 # this one does not before anyone relies on it.
 "$PY" -m servegate.engine.selfcheck
+# The tests prove judgements on a server servegate did not build too: dev set-up adds it.
+if [ "$mode" = dev ]; then setup_stock; fi
 echo "servegate set up in $VENV ($mode)" >&2

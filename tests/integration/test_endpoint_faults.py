@@ -71,6 +71,8 @@ def category(result: Completion) -> ErrorCategory | None:
 
 FRAME = 'data: {"choices":[{"index":0,"delta":{"content":"h\u00e9llo \u4e16\u754c"}}]}\r\n\r\n'
 FRAME_BYTES = FRAME.encode()
+# A stream is complete only when it says so: the finish chunk, then [DONE].
+FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 
 
 @pytest.mark.parametrize(
@@ -95,7 +97,7 @@ FRAME_BYTES = FRAME.encode()
 async def test_frame_split_anywhere_yields_the_same_completion(
     server: ScriptedServer, cut: int
 ) -> None:
-    parts = [FRAME_BYTES[:cut], FRAME_BYTES[cut:], b"data: [DONE]\n\n"]
+    parts = [FRAME_BYTES[:cut], FRAME_BYTES[cut:], FINISH, b"data: [DONE]\n\n"]
     result = await stream_of(server, parts, delay_s=0.01)
     assert result.ok, result.error
     assert result.content == "h\u00e9llo \u4e16\u754c"
@@ -707,7 +709,7 @@ async def test_tool_call_deltas_join_per_index_and_unambiguous_gaps_are_inferred
     server: ScriptedServer, deltas: list[dict[str, Any]], expected: list[tuple[str, str]]
 ) -> None:
     parts = [sse(chunk(tool_calls=[d])) for d in deltas]
-    result = await stream_of(server, [*parts, b"data: [DONE]\n\n"])
+    result = await stream_of(server, [*parts, FINISH, b"data: [DONE]\n\n"])
     assert result.ok, result.error
     assert [(c.name, c.arguments) for c in result.tool_calls] == expected
 
@@ -728,7 +730,7 @@ async def test_ambiguous_tool_call_delta_fails_as_tool_index_never_merging_calls
     server: ScriptedServer, deltas: list[dict[str, Any]]
 ) -> None:
     parts = [sse(chunk(tool_calls=[d])) for d in deltas]
-    result = await stream_of(server, [*parts, b"data: [DONE]\n\n"])
+    result = await stream_of(server, [*parts, FINISH, b"data: [DONE]\n\n"])
     assert category(result) is ErrorCategory.TOOL_INDEX
 
 
@@ -789,12 +791,19 @@ async def test_finish_reason_and_null_versus_empty_content_stay_distinct(
     assert (result.finish_reason, result.content) == (finish_reason, content)
 
 
-async def test_streamed_finish_reason_missing_stays_none(server: ScriptedServer) -> None:
+async def test_a_stream_without_a_finish_reason_is_truncated_even_after_done(
+    server: ScriptedServer,
+) -> None:
+    # Stock llama-cpp-python ends a stream that a newer request interrupted exactly so (issue
+    # 18): HTTP 200, `[DONE]`, no finish_reason. A stream is complete only when it says so.
     parts = [sse(chunk("", role="assistant")), sse(chunk("x")), b"data: [DONE]\n\n"]
     result = await stream_of(server, parts)
-    assert result.ok
+    assert not result.ok
+    assert result.error is not None
+    assert result.error.category is ErrorCategory.TRUNCATED
+    assert "no finish_reason" in result.error.message
     assert result.finish_reason is None
-    assert result.content == "x"
+    assert result.content == "x"  # the partial answer is kept
 
 
 def embedding_body(*vectors: Any) -> dict[str, Any]:
@@ -950,6 +959,7 @@ async def test_streamed_completion_with_echo_splits_prompt_logprobs(
     parts = [
         legacy_chunk("Hi there", ["Hi", " there"], [None, -2.0]),
         legacy_chunk("!", ["!"], [-0.25]),
+        FINISH,
         sse({"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}),
         b"data: [DONE]\n\n",
     ]
@@ -982,6 +992,7 @@ async def test_reasoning_and_tool_call_deltas_stamp_tokens_but_the_role_chunk_do
         sse(chunk(reasoning_content="think")),
         sse(chunk(tool_calls=[call_delta(0, id="c", name="f", arguments="{}")])),
         sse(chunk("done")),
+        FINISH,
         b"data: [DONE]\n\n",
     ]
     result = await stream_of(server, parts, delay_s=0.01)

@@ -143,6 +143,15 @@ class CompletionReception:
             self._draft.flags.add("unclean_end_after_done")
         if parser.comments:
             self._draft.flags.add("keepalive_comments")
+        if assembler.done and self._draft.finish_reason is None:
+            # A stream is complete only when it says so: `[DONE]` without a finish_reason is an
+            # answer cut short (stock llama-cpp-python ends a stream it interrupted for a newer
+            # request exactly so: HTTP 200, no content, `[DONE]`), an error of its side.
+            raise FaultError(
+                ErrorCategory.TRUNCATED,
+                f"stream ended with [DONE] after {assembler.events} events but no finish_reason: "
+                "the answer was cut short",
+            )
         if not assembler.done:
             recorder.done_ns = arrival
             if self._draft.finish_reason is not None and "unterminated_event" not in (

@@ -67,6 +67,36 @@ def llama_command(
     ]  # fmt: skip
 
 
+# The stock server: the current llama-cpp-python release as a user installs it (built with the
+# AMX-safe flags only), unpatched, with its own defaults — `interrupt_requests` included, so a
+# new request cuts the stream in flight. `bash scripts/setup.sh stock` makes its venv.
+STOCK_VENV = ".venv-stock"
+
+
+def stock_python() -> Path:
+    """The interpreter of the stock llama-cpp-python server: $SERVEGATE_STOCK_PYTHON, else
+    `.venv-stock/bin/python` beside the venv servegate runs in."""
+    named = os.environ.get("SERVEGATE_STOCK_PYTHON")
+    if named:
+        return Path(named)
+    return Path(sys.prefix).parent / STOCK_VENV / "bin" / "python"
+
+
+def stock_command(gguf: Path, port: int, extra_args: tuple[str, ...] = ()) -> list[str]:
+    """argv of the stock llama-cpp-python OpenAI server: the reference engine's model and
+    flags, without its logprob fix and without `--interrupt_requests false`."""
+    return [
+        str(stock_python()), "-m", "llama_cpp.server",
+        "--model", str(gguf), "--model_alias", MODEL_ALIAS,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--chat_format", "chatml-function-calling",
+        # Without logits_all the stock server refuses every request for logprobs.
+        "--logits_all", "true",
+        "--n_ctx", str(CONTEXT_TOKENS),
+        *extra_args,
+    ]  # fmt: skip
+
+
 def answers_completion(base_url: str, timeout_s: float = 30.0) -> bool:
     """True when a real 1-token completion succeeds (a green /v1/models proves nothing)."""
     body = json.dumps({"prompt": RESET_PROMPT, "max_tokens": 1, "temperature": 0}).encode()
@@ -99,6 +129,7 @@ class RunningEngine:
         self.base_url = f"http://127.0.0.1:{port}/v1"
         self.log_path = log_path
         self.startup_s = 0.0
+        self.stock = False  # the stock llama-cpp-python server, not the reference engine
         self._processes = processes  # public-port process last
 
     @property
@@ -140,9 +171,11 @@ def start_engine(
     ready_timeout_s: float = 120.0,
     fault_options: FaultOptions | None = None,
     embeddings: bool = False,
+    stock: bool = False,
 ) -> RunningEngine:
     """Serve `variant` (behind `fault`, if any) on 127.0.0.1 and return once it really answers;
-    with `embeddings`, in embeddings mode (one mean-pooled vector per `/v1/embeddings` input)."""
+    with `embeddings`, in embeddings mode (one mean-pooled vector per `/v1/embeddings` input);
+    with `stock`, on the stock llama-cpp-python server instead of the reference engine."""
     if variant not in VARIANTS:
         raise UnknownNameError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     if fault is not None and fault not in FAULTS:
@@ -156,7 +189,16 @@ def start_engine(
     public_port = port or free_port()
     llama_port = free_port() if fault else public_port
     began = time.perf_counter()
-    argv = llama_command(gguf, llama_port, chosen.server_args, embeddings=embeddings)
+    if stock and not stock_python().exists():
+        raise EngineStartError(
+            f"the stock llama-cpp-python server is not installed ({stock_python()} is missing): "
+            "bash scripts/setup.sh stock"
+        )
+    argv = (
+        stock_command(gguf, llama_port, chosen.server_args)
+        if stock
+        else llama_command(gguf, llama_port, chosen.server_args, embeddings=embeddings)
+    )
     processes = [spawn(argv, log_path)]
     if fault:
         upstream = f"http://127.0.0.1:{llama_port}"
@@ -169,6 +211,7 @@ def start_engine(
     engine = RunningEngine(
         variant=variant, fault=fault, port=public_port, processes=processes, log_path=log_path
     )
+    engine.stock = stock
     try:
         _wait_ready(engine, began + ready_timeout_s)
     except BaseException:

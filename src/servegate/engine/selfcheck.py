@@ -22,13 +22,17 @@ print(repr(out["choices"][0]["message"]["content"]))
 """
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Check the llama-cpp-python of this interpreter, or of the one named as the argument (the
+    stock server's venv, `scripts/setup.sh stock`)."""
     from servegate.engine.model import shipped_model_path
 
+    args = sys.argv[1:] if argv is None else argv
+    python = args[0] if args else sys.executable
     path = shipped_model_path()
     # A crash must not take this process with it: run the check in a child and read its status.
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=300
+        [python, "-c", _CHILD, str(path)], capture_output=True, text=True, timeout=300
     )
     if proc.returncode != 0:
         sys.stderr.write(
@@ -37,7 +41,7 @@ def main() -> int:
             "after removing ~/.cache/servegate/wheels.\n" + proc.stderr[-2000:]
         )
         return 1
-    print(f"engine self-check: SmolLM2 answered {proc.stdout.strip()}", file=sys.stderr)
+    print(f"engine self-check ({python}): SmolLM2 answered {proc.stdout.strip()}", file=sys.stderr)
     return 0
 
 
