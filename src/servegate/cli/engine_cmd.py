@@ -92,6 +92,14 @@ def engine() -> None:
     default=False,
     help="Embeddings mode: /v1/embeddings answers one mean-pooled vector per input.",
 )
+@click.option(
+    "--stock",
+    is_flag=True,
+    default=False,
+    help="Serve on the stock llama-cpp-python server (the current release, unpatched, with its "
+    "own defaults: echo logprobs one token late, a new request interrupts the stream in "
+    "flight) from .venv-stock (bash scripts/setup.sh stock): a server servegate did not build.",
+)
 def serve(
     variant: str,
     fault: str | None,
@@ -100,6 +108,7 @@ def serve(
     log_path: Path | None,
     threshold_chars: int,
     embeddings: bool,
+    stock: bool,
     **fault_options: int | float | str | None,
 ) -> None:
     """Serve VARIANT on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM."""
@@ -117,6 +126,7 @@ def serve(
             log_path=log_path,
             fault_options=options,
             embeddings=embeddings,
+            stock=stock,
         )
     except EngineError as exc:
         fail(str(exc), exc.exit_code)
@@ -124,6 +134,7 @@ def serve(
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     behind = f" behind fault {fault}" if fault else ""
     mode = " in embeddings mode" if embeddings else ""
+    mode += " on the stock llama-cpp-python server" if stock else ""
     click.echo(
         f"servegate engine: serving {variant}{mode}{behind} on {running.base_url} "
         f"(model {running.model}, pid {running.pid}, ready in {running.startup_s:.1f} s, "

@@ -404,6 +404,16 @@ class Policy(_Frozen):
         gt=0.0,
         lt=1.0,
     )
+    served_incomplete_share_max: Fraction = _key(
+        0.1,
+        "fraction of answers",
+        "Before its blocks the performance gate sends the baseline the asked concurrency; when "
+        "more than this share of its answers come back cut short or empty (stock "
+        "llama-cpp-python interrupts the stream in flight for every new request: 3 of 4 at "
+        "concurrency 4), it is tried at half the concurrency, down to 1, and the blocks run at "
+        "the highest concurrency it served whole — reported as a finding, never a pass of the "
+        "asked concurrency.",
+    )
     performance_min_samples: int = _key(
         20,
         "successful requests per side",

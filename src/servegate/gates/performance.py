@@ -29,12 +29,14 @@ from servegate.gates.performance_plan import (
     Block,
     CapacityStep,
     PerformanceEvidence,
+    ServedPilot,
     all_timed_out,
     block_bounds,
     block_order,
     capacity_bounds,
     capacity_first_index,
     first_index,
+    pilot_of,
     warmup_count,
     workload,
 )
@@ -101,7 +103,6 @@ async def collect(
     settings = cfg.performance
     spec = workload(settings)
     source = synthetic_source(spec, pair.model)
-    arrival = closed_loop(settings.concurrency)
     dl = cfg.request_deadline_s
     sides: dict[str, Endpoint] = {"baseline": pair.baseline, "candidate": pair.candidate}
     if pair.replica is not None:
@@ -122,6 +123,13 @@ async def collect(
         if progress is not None:
             progress(done, total, label)
 
+    pilots: tuple[ServedPilot, ...] = ()
+    if "baseline" not in stopped:
+        pilots = await _served(pair, cfg, source, cfg.policy.served_incomplete_share_max)
+        settings = settings.model_copy(update={"concurrency": pilots[-1].concurrency})
+        total += len(pilots)
+        done += len(pilots)
+    arrival = closed_loop(settings.concurrency)
     count = warmup_count(settings)
 
     async def warm(name: str) -> StepEvidence | None:
@@ -202,4 +210,29 @@ async def collect(
         model=pair.model,
         replica_url=None if pair.replica is None else pair.replica.base_url,
         capacity=capacity,
+        pilots=pilots,
     )
+
+
+async def _served(
+    pair: EndpointPair, cfg: GateConfig, source: WorkSource, share_max: float
+) -> tuple[ServedPilot, ...]:
+    """The baseline at the asked concurrency, then at half of it, … until it answers every
+    request whole (or at concurrency 1): a server that interrupts the request in flight for a
+    newer one cannot be measured at a concurrency it does not serve, and "too few samples" is
+    no finding. Not measured: these answers are the baseline's warm-up too."""
+    settings = cfg.performance
+    n = settings.concurrency
+    pilots: list[ServedPilot] = []
+    while True:
+        step = await run_step(
+            pair.recording(pair.baseline, gate=NAME, probe=f"load:pilot:c{n}"),
+            source,
+            closed_loop(n),
+            block_bounds(settings, max(n, warmup_count(settings)), cfg.request_deadline_s),
+            first_index=0,
+        )
+        pilots.append(pilot_of(n, step))
+        if pilots[-1].share <= share_max or n == 1 or all_timed_out(step):
+            return tuple(pilots)
+        n = max(1, n // 2)

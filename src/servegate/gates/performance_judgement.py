@@ -392,6 +392,33 @@ def _server_values(servers: dict[str, ServerMetrics | None]) -> dict[str, Metric
     return out
 
 
+def _served_findings(ev: PerformanceEvidence) -> list[Finding]:
+    """What the baseline's pilots showed: the concurrency it does not serve whole is the finding
+    (not "too few samples"), and where the blocks were measured instead."""
+    cut = [p for p in ev.pilots if p.incomplete]
+    if not cut:
+        return []
+    first, last = ev.pilots[0], ev.pilots[-1]
+    where = (
+        f"performance was measured at concurrency {last.concurrency}, the highest it served "
+        "whole"
+        if not last.incomplete
+        else f"it did not serve every answer whole even at concurrency {last.concurrency} "
+        f"({last.incomplete} of {last.answers}); performance was measured there"
+    )
+    return [
+        Finding(
+            probe="load:pilot",
+            category="baseline_concurrency",
+            severity=Severity.MINOR,
+            side="baseline",
+            message=f"the baseline interrupts or truncates in-flight requests under concurrency "
+            f"{first.concurrency} ({first.incomplete} of {first.answers} answers incomplete, "
+            f"e.g. {first.example[:160]}): {where}",
+        )
+    ]
+
+
 def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
     """Judge the load run: latencies, throughput, errors, load checks, agreement under load."""
     b, c = (side_load(ev, name) for name in SIDES)
@@ -448,6 +475,7 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
                     + "; ".join(s.client_bound[:3]),
                 )
             )
+    findings += _served_findings(ev)
     servers = {name: server_metrics(ev, name) for name in SIDES}
     details = {
         "server_metrics": {
@@ -458,8 +486,15 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
         "blocks": [_block_detail(blk) for blk in ev.blocks],
         "aa_floor": _floor_details(b, r, policy),
         "capacity": capacity_details(ev),
+        "served_pilots": [
+            {"concurrency": p.concurrency, "answers": p.answers, "incomplete": p.incomplete}
+            for p in ev.pilots
+        ],
     }
     metrics = _metrics((b, c) if r is None else (b, c, r)) | _server_values(servers)
+    if ev.pilots:
+        metrics["asked_concurrency"] = ev.pilots[0].concurrency
+        metrics["measured_concurrency"] = ev.settings.concurrency
     return gate_result(
         NAME, checks, strict=strict, findings=findings, metrics=metrics, details=details
     )

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from servegate.config.models import PerformanceConfig
+from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.load.bench import evaluate_step
 from servegate.load.driver import Exchange, StepBounds, StepEvidence
@@ -133,6 +134,38 @@ class CapacityStep:
 
 
 @dataclass(frozen=True)
+class ServedPilot:
+    """The baseline at one concurrency before the blocks: how many of its answers came back
+    incomplete (cut short, empty), which says whether it serves that concurrency at all."""
+
+    concurrency: int
+    answers: int
+    incomplete: int
+    example: str = ""  # one incomplete answer's error, as recorded
+
+    @property
+    def share(self) -> float:
+        return self.incomplete / self.answers if self.answers else 0.0
+
+
+def incomplete(answer: Completion) -> str | None:
+    """Why an answer under load is incomplete (a stream cut short, an empty answer), or None.
+    A server that interrupts the request in flight for a newer one (stock llama-cpp-python's
+    default) returns exactly these."""
+    error = answer.error
+    if error is not None and error.category is ErrorCategory.TRUNCATED:
+        return f"truncated: {error.message}"
+    if answer.ok and not answer.text and not answer.tool_calls:
+        return "empty answer"
+    return None
+
+
+def pilot_of(concurrency: int, step: StepEvidence) -> ServedPilot:
+    whys = [w for x in step.exchanges if (w := incomplete(x.completion)) is not None]
+    return ServedPilot(concurrency, len(step.exchanges), len(whys), whys[0] if whys else "")
+
+
+@dataclass(frozen=True)
 class Block:
     """One block of one side: what its measured requests did, or why it was not sent."""
 
@@ -163,6 +196,9 @@ class PerformanceEvidence:
     model: str | None
     replica_url: str | None = None  # a second baseline server ran the same blocks (A/A floor)
     capacity: tuple[CapacityStep, ...] = ()  # the sweep in the order it ran; () without an SLO
+    # The baseline at the asked concurrency, then lower ones until it served every answer whole:
+    # the blocks ran at `settings.concurrency`, the last pilot's (asked: the first pilot's).
+    pilots: tuple[ServedPilot, ...] = ()
 
     def side_blocks(self, side: str) -> list[StepEvidence]:
         """The measured blocks of `side` that were sent, by block number."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -15,9 +15,11 @@ from servegate.gates.performance_plan import (
     AloneAnswer,
     Block,
     PerformanceEvidence,
+    ServedPilot,
     block_order,
     first_index,
     in_flight_counts,
+    incomplete,
     workload,
 )
 from servegate.load.arrival import closed_loop
@@ -382,3 +384,42 @@ def test_with_a_replica_each_side_takes_each_place_in_the_order_equally_often() 
     places = [[side for side, n in order if n == k] for k in range(6)]
     for side in ("baseline", "candidate", "replica"):
         assert sorted(p.index(side) for p in places) == [0, 0, 1, 1, 2, 2], side
+
+
+def test_a_baseline_that_cannot_serve_the_asked_concurrency_is_the_finding() -> None:
+    # Stock llama-cpp-python cuts the stream in flight for every new request: at concurrency 4,
+    # 3 of 4 answers came back `[DONE]` with no finish_reason; at 1 every answer was whole.
+    cut = "truncated: stream ended with [DONE] after 1 events but no finish_reason"
+    pilots = (ServedPilot(4, 4, 3, cut), ServedPilot(2, 4, 2, cut), ServedPilot(1, 4, 0))
+    evidence = replace(
+        _evidence(Side(1), Side(2)),
+        pilots=pilots,
+        settings=SETTINGS.model_copy(update={"concurrency": 1}),
+    )
+    result = evaluate(evidence, Policy())
+    (finding,) = [f for f in result.findings if f.category == "baseline_concurrency"]
+    assert finding.side == "baseline"
+    assert not finding.blocking
+    assert "under concurrency 4 (3 of 4 answers incomplete" in finding.message
+    assert "measured at concurrency 1, the highest it served whole" in finding.message
+    assert (result.metrics["asked_concurrency"], result.metrics["measured_concurrency"]) == (4, 1)
+    assert result.status is Status.PASS
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (
+            Completion(status=200, error=RequestError(ErrorCategory.TRUNCATED, "cut")),
+            "truncated: cut",
+        ),
+        (Completion(status=200, content="", finish_reason="stop"), "empty answer"),
+        (Completion(status=200, content="hi", finish_reason="stop"), None),
+        (Completion(status=500, error=FAILED), None),
+    ],
+    ids=["truncated", "empty", "whole", "server-error-is-not-an-interruption"],
+)
+def test_an_answer_is_incomplete_when_cut_short_or_empty(
+    answer: Completion, why: str | None
+) -> None:
+    assert incomplete(answer) == why
