@@ -7,16 +7,18 @@ import math
 from collections.abc import Sequence
 
 from servegate.config.models import Policy
+from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Embeddings
 from servegate.gates.embeddings_plan import (
     NAME,
     EmbeddingInput,
     EmbeddingsEvidence,
+    ScoreAnswer,
     ScoreEvidence,
 )
 from servegate.gates.evidence import curl, excerpt
 from servegate.stats.divergence import noise_limit
-from servegate.verdict.judgement import check, gate_result, not_measured
+from servegate.verdict.judgement import check, gate_result, not_applicable, not_measured
 from servegate.verdict.model import (
     Check,
     Finding,
@@ -60,6 +62,35 @@ def problems(vectors: Vectors, count: int, dimension: int | None) -> dict[str, l
 def _ids(inputs: Sequence[EmbeddingInput], indexes: Sequence[int]) -> str:
     named = [inputs[i].id if i < len(inputs) else f"#{i}" for i in indexes]
     return ", ".join(named[:8]) + (f" (+{len(named) - 8})" if len(named) > 8 else "")
+
+
+# A baseline that failed (no answer in time, a 5xx, a broken connection) serves the endpoint and
+# was not measured; any other answer without usable vectors (404, "not supported", per-token
+# vectors, zero norms) says it does not serve it: not applicable.
+FAILED = frozenset(
+    {
+        ErrorCategory.INFRA,
+        ErrorCategory.TIMEOUT,
+        ErrorCategory.STALLED,
+        ErrorCategory.RESET,
+        ErrorCategory.SERVER,
+        ErrorCategory.RATE_LIMITED,
+        ErrorCategory.TRUNCATED,
+        ErrorCategory.TLS,
+        ErrorCategory.CANCELLED,
+        ErrorCategory.NOT_SENT,
+    }
+)
+
+
+def baseline_failed(error: RequestError | None) -> bool:
+    """The baseline's embeddings request failed as a request (not measured, never a skip)."""
+    return error is not None and error.category in FAILED
+
+
+def score_failed(answer: ScoreAnswer) -> bool:
+    """The same for a score answer: no HTTP answer, or a 5xx/429."""
+    return answer.status is None or answer.status >= 500 or answer.status == 429
 
 
 def _why(result: Embeddings) -> str:
@@ -187,11 +218,11 @@ def _score_check(
 ) -> tuple[Check, list[Finding], dict[str, MetricValue]]:
     title = f"/{s.api} score deviation, per pair"
     if not s.baseline.ok:
-        return (
-            not_measured(s.api, title, f"the baseline has no /{s.api}: {s.baseline.error}"),
-            [],
-            {},
-        )
+        if not score_failed(s.baseline):
+            why = f"the baseline has no /{s.api}: {s.baseline.error}"
+            return not_applicable(s.api, title, why), [], {}
+        why = f"the baseline failed /{s.api}: {s.baseline.error}"
+        return not_measured(s.api, title, why, core=True), [], {}
     c = s.candidate
     repro = curl(ev.candidate_url, s.api, s.request)
     if c is None:
@@ -283,14 +314,22 @@ def evaluate(ev: EmbeddingsEvidence, policy: Policy, *, strict: bool = False) ->
             if metrics["embedding_floor_max_cosine_distance"] is None:
                 why = "the baseline's repeat gave no usable vectors: limits use the tolerance alone"
                 checks.append(not_measured("noise_floor", "the baseline's noise floor", why))
+    elif baseline_failed(b.error):
+        # The baseline serves embeddings but failed here (timeout, 5xx, reset): a failed
+        # baseline is not measured, never a skip.
+        checks.append(
+            not_measured("embeddings", "embeddings", f"the baseline failed ({_why(b)})", core=True)
+        )
     else:
         why = _why(b) if not b.ok else "; ".join(base_bad) or "no vectors"
-        checks.append(not_measured("embeddings", "embeddings", f"the baseline serves none ({why})"))
+        checks.append(
+            not_applicable("embeddings", "embeddings", f"the baseline serves none ({why})")
+        )
     for s in ev.scores:
         score, score_findings, score_metrics = _score_check(ev, s, policy)
         checks.append(score)
         findings += score_findings
         metrics.update(score_metrics)
-    if not served and not any(s.baseline.ok for s in ev.scores):
-        return _skipped("not measured: " + "; ".join(c.reason for c in checks), checks)
+    if all(c.outcome is Outcome.NOT_APPLICABLE for c in checks):
+        return _skipped("not applicable: " + "; ".join(c.reason for c in checks), checks)
     return gate_result(NAME, checks, strict=strict, findings=findings, metrics=metrics)

@@ -400,8 +400,7 @@ def _served_findings(ev: PerformanceEvidence) -> list[Finding]:
         return []
     first, last = ev.pilots[0], ev.pilots[-1]
     where = (
-        f"performance was measured at concurrency {last.concurrency}, the highest it served "
-        "whole"
+        f"performance was measured at concurrency {last.concurrency}, the highest it served whole"
         if not last.incomplete
         else f"it did not serve every answer whole even at concurrency {last.concurrency} "
         f"({last.incomplete} of {last.answers}); performance was measured there"

@@ -170,8 +170,25 @@ def test_a_baseline_without_valid_embeddings_skips_the_gate_with_the_reason(
 ) -> None:
     result = evaluate(evidence(None, baseline=baseline, floor=()), Policy())
     assert result.status is Status.SKIP
-    assert result.summary.startswith("skipped: not measured: the baseline serves none")
-    assert result.not_measured  # listed, never counted as a pass
+    assert result.summary.startswith("skipped: not applicable: the baseline serves none")
+    assert result.not_applicable  # listed, never counted as a pass
+
+
+@pytest.mark.parametrize(
+    "baseline",
+    [
+        failed(ErrorCategory.TIMEOUT, "no headers within 60 s"),
+        failed(ErrorCategory.SERVER, "HTTP 503", 503),
+        failed(ErrorCategory.RESET, "connection reset"),
+    ],
+    ids=["timeout", "5xx", "reset"],
+)
+def test_a_baseline_that_failed_is_not_measured_never_skipped(baseline: Embeddings) -> None:
+    # Issue 20 item 11: any baseline error skipped the gate, a timeout and a 503 included.
+    result = evaluate(evidence(None, baseline=baseline, floor=()), Policy())
+    assert result.status is Status.INCONCLUSIVE
+    assert outcome(result, "embeddings") is Outcome.NOT_MEASURED
+    assert result.summary.startswith("not measured: embeddings: the baseline failed")
 
 
 # --- /score and /rerank ----------------------------------------------------------------------
@@ -225,7 +242,10 @@ def test_a_baseline_without_scores_lists_them_as_not_measured() -> None:
     missing = ScoreEvidence("rerank", {}, ScoreAnswer(404, error="HTTP 404"), None)
     result = evaluate(evidence(emb(*BASE), scores=(missing,)), Policy())
     assert result.status is Status.PASS
-    assert any("/rerank" in n and "HTTP 404" in n for n in result.not_measured)
+    assert any("/rerank" in n and "HTTP 404" in n for n in result.not_applicable)
+    failing = ScoreEvidence("rerank", {}, ScoreAnswer(502, error="HTTP 502"), None)
+    result = evaluate(evidence(emb(*BASE), scores=(failing,)), Policy())
+    assert result.status is Status.INCONCLUSIVE  # a failed baseline is not measured
 
 
 def test_a_reranker_without_embeddings_is_judged_on_its_scores_alone() -> None:
@@ -237,7 +257,7 @@ def test_a_reranker_without_embeddings_is_judged_on_its_scores_alone() -> None:
         Policy(),
     )
     assert result.status is Status.FAIL
-    assert outcome(result, "embeddings") is Outcome.NOT_MEASURED
+    assert outcome(result, "embeddings") is Outcome.NOT_APPLICABLE
 
 
 def raw(body: Any, status: int = 200) -> RawResponse:
