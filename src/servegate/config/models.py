@@ -293,6 +293,16 @@ class Policy(_Frozen):
         "itself raises the limit. vLLM's own CI accepts any token inside the other's top-k.",
         gt=0.0,
     )
+    near_tie_margin_max_nats: float = _key(
+        2.0,
+        "nats",
+        "The most the baseline's own self-flips (their median gap) may raise the near-tie limit. "
+        "Measured on the reference engine: harmless kernel changes flip at gaps of 0.01-0.15 "
+        "nats; the baseline's own cache-hit and repeat paths at up to 1.86 (numerics) and 1.99 "
+        "(golden); the mixed-dtype bug's confident flips at 1.97-5.5. Uncapped, one odd "
+        "self-flip of 4 nats switched off confident-flip detection for the whole run.",
+        gt=0.0,
+    )
     perplexity_z_max: float = _key(
         3.0,
         "z (standard errors)",

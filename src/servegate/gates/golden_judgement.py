@@ -19,7 +19,7 @@ from servegate.gates.golden_probe import (
 )
 from servegate.stats import PairedCounts, mcnemar_exact, wilson_interval
 from servegate.stats.degeneration import degeneration_metrics, is_severe
-from servegate.stats.divergence import noise_limit
+from servegate.stats.divergence import near_tie_limit, noise_limit
 from servegate.verdict.judgement import at_most, check, gate_result, not_measured
 from servegate.verdict.model import Check, Divergence, Finding, GateResult, MetricValue, Severity
 
@@ -229,7 +229,11 @@ def _stream_check(judged: Sequence[Judged], policy: Policy, model: str | None) -
 def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
     """Judge every probe relative to the baseline and its noise; degeneration and hangs block."""
     flips = [c for c in self_flips(ev.observations) if c.gap_nats is not None]
-    tie = max([policy.near_tie_margin_nats, *(c.gap_nats or 0.0 for c in flips)])
+    tie = near_tie_limit(
+        policy.near_tie_margin_nats,
+        (c.gap_nats or 0.0 for c in flips),
+        policy.near_tie_margin_max_nats,
+    )
     judged = [judge(o, tie) for o in ev.observations]
     findings: list[Finding] = []
     for j in judged:

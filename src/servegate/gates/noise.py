@@ -92,6 +92,10 @@ class NoiseFloor:
         values = [c.mean_abs_dlogprob for c in self._of(path) if c.mean_abs_dlogprob is not None]
         return sum(values) / len(values) if values else None
 
+    def tie_gaps_nats(self, path: str | None = None) -> list[float]:
+        """Every gap at which the baseline flipped against itself."""
+        return [c.gap_nats for c in self._of(path) if c.gap_nats is not None]
+
     def tie_gap_nats(self, path: str | None = None) -> float | None:
         """The largest gap at which the baseline flipped against itself: benign by definition."""
         gaps = [c.gap_nats for c in self._of(path) if c.gap_nats is not None]

@@ -24,7 +24,7 @@ from servegate.gates.numerics_plan import (
 from servegate.gates.pair import timed_out
 from servegate.gates.perplexity import ECHO_TOP_K, perplexity_shift
 from servegate.gates.tokens import TokenComparison, compare, non_finite, token_pair
-from servegate.stats.divergence import noise_limit
+from servegate.stats.divergence import near_tie_limit, noise_limit
 from servegate.verdict.judgement import (
     at_most,
     check,
@@ -413,7 +413,9 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     noise floor and the policy; explain every divergence."""
     probes = _sort(ev)
     floor = ev.noise
-    tie = max(policy.near_tie_margin_nats, floor.tie_gap_nats() or 0.0)
+    tie = near_tie_limit(
+        policy.near_tie_margin_nats, floor.tie_gaps_nats(), policy.near_tie_margin_max_nats
+    )
     routes = routes_of(ev, policy)
     checks, divergences = _magnitude_checks(ev, probes, policy, tie, routes)
     by_probe = {o.request.probe: o for o, _ in probes.compared}

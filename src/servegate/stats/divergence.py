@@ -6,7 +6,8 @@ The noise floor itself (the baseline against itself along its paths) is measured
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from statistics import median
 
 # An output is compared as text (per character) or as a token sequence (per token).
 Output = str | Sequence[str]
@@ -27,3 +28,12 @@ def noise_limit(floor: float, k: float, tolerance: float) -> float:
     if k < 0 or tolerance < 0 or floor < 0:
         raise ValueError(f"floor, k and tolerance must be >= 0, got {floor}, {k}, {tolerance}")
     return k * floor + tolerance
+
+
+def near_tie_limit(margin: float, self_flip_gaps: Iterable[float], cap: float) -> float:
+    """The gap below which a flip is a near-tie: the policy's margin, raised to the median gap at
+    which the baseline flipped against itself, never above `cap` — one odd self-flip cannot
+    switch off confident-flip detection for a whole run."""
+    gaps = [g for g in self_flip_gaps if g >= 0]
+    own = median(gaps) if gaps else 0.0
+    return max(margin, min(own, cap))

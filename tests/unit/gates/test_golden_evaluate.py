@@ -158,7 +158,11 @@ def test_a_regression_after_a_confident_flip_blocks() -> None:
     assert result.divergences[0].explanation == "regressed beyond noise"
 
 
-def test_the_near_tie_limit_rises_to_the_largest_gap_the_baseline_flipped_at_itself() -> None:
+def test_one_odd_self_flip_raises_the_near_tie_limit_only_up_to_its_cap() -> None:
+    # The baseline flipped against itself at 3.99 nats once (its canary at the cache hit). The
+    # old rule (the largest self-flip, uncapped) made every flip up to 3.99 a near-tie, so the
+    # candidate answering English (3.45 nats below the baseline's Chinese) passed as drift.
+    # Measured self-flips of the reference engine reach 1.99 nats; the cap is 2.0.
     confident = (_lp("天空", -0.05, ("The", -3.5)), _lp("是蓝色的。", -0.1))
     cand = (_lp("The", -0.5, ("天空", -2.0)), _lp(" sky is blue.", -0.2))
     other = _obs(
@@ -169,8 +173,12 @@ def test_the_near_tie_limit_rises_to_the_largest_gap_the_baseline_flipped_at_its
     )
     obs = _obs(ZH_PROBE, _text("天空是蓝色的。", confident), _text("The sky is blue.", cand))
     result = evaluate(_evidence(other, obs), Policy())
-    assert result.metrics["near_tie_limit_nats"] == 3.99  # the canary's own flip at the hit
-    assert result.status is Status.PASS
+    assert result.metrics["near_tie_limit_nats"] == 2.0  # capped (near_tie_margin_max_nats)
+    assert result.status is Status.FAIL
+    assert _blocking(result) == {"multilingual"}
+    raised = evaluate(_evidence(other, obs), Policy(near_tie_margin_max_nats=4.0))
+    assert raised.metrics["near_tie_limit_nats"] == 3.99  # a team may allow more, explicitly
+    assert raised.status is Status.PASS
 
 
 def test_a_streamed_answer_that_fails_where_the_baseline_stream_passes_is_a_regression() -> None:
