@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servegate.config.models import Policy
-from servegate.endpoints.types import TokenLogprob
+from servegate.endpoints.types import Completion, TokenLogprob
 from servegate.gates.echo_route import ScoringRoute, choose
 from servegate.gates.evidence import curl, describe, excerpt
 from servegate.gates.noise import NAME
@@ -113,6 +113,10 @@ def _sort(ev: NumericsEvidence) -> _Probes:
             continue
         out.compared.append((o, compare(o.request.probe, *tokens)))
     return out
+
+
+def _not_sent(c: Completion) -> bool:
+    return c.error is not None and c.error.category == "not_sent"
 
 
 def _divergence(o: Observation, cmp: TokenComparison, tie: float, routes: Routes) -> Divergence:
@@ -425,27 +429,40 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     ppl, ppl_info = _perplexity_check(ev, policy, routes)
     cross, cross_findings, cross_metrics = _cross_check(ev, policy, routes)
     findings += cross_findings
+    # Zero requests sent to the candidate is not zero failures: each of these is not measured
+    # then (a vacuous pass is no pass).
+    sent = [o for o in ev.observations if not _not_sent(o.candidate)]
+    idle = None if sent else "no probe was sent to the candidate"
     hangs = check(
         "hangs",
         "requests that hung",
-        failed=probes.hangs > policy.hangs_max,
+        failed=probes.hangs > policy.hangs_max if sent else None,
         candidate=str(probes.hangs),
         limit=f"≤ {policy.hangs_max}",
         policy_key="hangs_max",
         row=ROW_HANGS,
+        reason=idle or "",
     )
     non_finite_fail = any(f.category == "non_finite" and f.blocking for f in probes.findings)
+    with_logprobs = [o for o in sent if o.candidate.logprobs or non_finite(o.candidate)]
     errors = [f for f in probes.findings if f.category == "request_error"]
     checks += [
         ppl,
         cross,
-        check("non_finite", "NaN or infinite logprobs on the candidate", failed=non_finite_fail),
+        check(
+            "non_finite",
+            "NaN or infinite logprobs on the candidate",
+            failed=non_finite_fail if with_logprobs else None,
+            candidate=f"{len(with_logprobs)} answer(s) with logprobs",
+            reason="" if with_logprobs else "no candidate answer carried logprobs to check",
+        ),
         check(
             "request_errors",
             "requests the candidate failed and the baseline answered",
-            failed=bool(errors),
+            failed=bool(errors) if sent else None,
             candidate=str(len(errors)),
             limit="0",
+            reason=idle or "",
         ),
         hangs,
     ]

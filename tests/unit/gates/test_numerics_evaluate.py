@@ -429,3 +429,12 @@ def test_divergent_texts_that_could_not_be_scored_are_not_called_identical() -> 
     assert check.outcome == "not-measured"
     assert check.reason.startswith("1 greedy answer(s) differ in text (count), but echo")
     assert "no greedy answer diverged" not in check.reason
+
+
+def test_no_probe_sent_to_the_candidate_measures_no_hangs_errors_or_nan() -> None:
+    # Issue 20 item 13: zero comparisons counted as zero hangs, zero errors, no NaN: a pass.
+    not_sent = Completion(status=None, error=RequestError(ErrorCategory.NOT_SENT, "hung earlier"))
+    result = judge(observe(answer(OK_TOKENS), not_sent))
+    for name in ("hangs", "request_errors", "non_finite"):
+        assert outcome(result, name) == "not-measured", name
+    assert result.status is Status.INCONCLUSIVE
