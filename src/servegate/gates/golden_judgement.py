@@ -357,40 +357,54 @@ def _structured_check(rates: Mapping[str, Any] | None) -> Check:
     title, row = "structured output (JSON, tool calls) regressions", ROWS["structured"]
     if not rates or not rates.get("n"):
         return not_measured("structured", title, "no JSON or tool-call probe judged", row=row)
-    n = int(rates["regressions"] or 0)
+    n = int(rates["regressions_beyond_noise"] or 0)
+    noise = int(rates["failed_within_noise"] or 0)
+    within = f"; {noise} failed within the baseline's noise" if noise else ""
     return check(
         "structured",
         title,
         failed=n > 0,
         row=row,
-        limit="not lower than baseline",
+        limit="not lower than baseline beyond its noise",
         baseline=f"{rates['baseline_rate']:.0%} {rates['baseline_ci']}",
         candidate=f"{rates['candidate_rate']:.0%} {rates['candidate_ci']} "
-        f"(McNemar p={rates['mcnemar_p_candidate_worse']})",
+        f"(McNemar p={rates['mcnemar_p_candidate_worse']}{within})",
         reason=f"{n} structured probe(s) regressed beyond noise" if n else "",
     )
 
 
 def _paired(judged: Sequence[Judged]) -> PairedCounts:
-    """Pass/fail pairs over probes judged on both sides; changes within noise count as held."""
+    """Pass/fail pairs over probes judged on both sides, each side as it actually answered: a
+    candidate failure judged within the baseline's noise is a failure here (counted apart by
+    `_within_noise`), never a pass."""
     usable = [j for j in judged if j.status is not ProbeStatus.INCONCLUSIVE]
-    held = (ProbeStatus.PASS, ProbeStatus.WITHIN_NOISE, ProbeStatus.EXPLAINED)
     return PairedCounts.from_outcomes(
         [j.obs.baseline_passed for j in usable],
-        [
-            j.status in held
-            or (j.status is ProbeStatus.BASELINE_FAIL and j.obs.candidate_outcome.passed)
-            for j in usable
-        ],
+        [j.obs.candidate_outcome.passed for j in usable],
     )
 
 
-def _rates(counts: PairedCounts) -> dict[str, MetricValue]:
-    """Pass rates with Wilson 95 % intervals and the exact McNemar p that the candidate is worse."""
+def _within_noise(judged: Sequence[Judged]) -> int:
+    """Probes the baseline passed and the candidate failed, judged within noise or explained."""
+    excused = (ProbeStatus.WITHIN_NOISE, ProbeStatus.EXPLAINED)
+    return sum(
+        1
+        for j in judged
+        if j.status in excused and j.obs.baseline_passed and not j.obs.candidate_outcome.passed
+    )
+
+
+def _rates(judged: Sequence[Judged]) -> dict[str, MetricValue]:
+    """Pass rates with Wilson 95 % intervals and the exact McNemar p that the candidate is worse;
+    regressions beyond noise and failures within it apart."""
+    counts = _paired(judged)
+    noise = _within_noise(judged)
     base_pass = counts.both_pass + counts.regressions
     cand_pass = counts.both_pass + counts.improvements
     b_ci, c_ci = wilson_interval(base_pass, counts.n), wilson_interval(cand_pass, counts.n)
     return {
+        "failed_within_noise": noise,
+        "regressions_beyond_noise": max(0, counts.regressions - noise),
         "n": counts.n,
         "baseline_rate": b_ci.rate,
         "baseline_ci": f"[{b_ci.low:.2f}, {b_ci.high:.2f}]",
@@ -406,10 +420,10 @@ def category_rates(judged: Sequence[Judged]) -> dict[str, dict[str, MetricValue]
     """Per-category paired pass rates, plus the structured (json + tools) aggregate."""
     out = {}
     for category in sorted({j.obs.probe.category for j in judged}):
-        out[category] = _rates(_paired([j for j in judged if j.obs.probe.category == category]))
+        out[category] = _rates([j for j in judged if j.obs.probe.category == category])
     structured = [j for j in judged if j.obs.probe.category in STRUCTURED_CATEGORIES]
     if structured:
-        out["structured"] = _rates(_paired(structured))
+        out["structured"] = _rates(structured)
     return out
 
 

@@ -199,3 +199,18 @@ def test_stream_mismatches_the_baseline_has_too_are_within_its_noise() -> None:
     check = next(c for c in result.checks if c.name == "stream_mismatch")
     assert check.outcome == "pass"
     assert check.baseline.startswith("100%")
+
+
+def test_a_structured_failure_within_noise_is_reported_as_a_failure_not_a_pass() -> None:
+    # Issue 20 item 14: the structured rates counted a candidate failure judged within noise as
+    # a pass. The baseline's own cache-hit answer is not JSON either: within noise, not blocking
+    # — but the candidate's rate says it failed.
+    probe = _probe("json-plain-array")
+    obs = _obs(probe, _text("[1, 2, 3]"), _text("one, two"), b_hit=_text("1 2 3"))
+    result = evaluate(_evidence(obs), Policy())
+    check = next(c for c in result.checks if c.name == "structured")
+    assert check.outcome == "pass"
+    assert "1 failed within the baseline's noise" in check.candidate
+    assert check.candidate.startswith("0% ")
+    rates = result.details["categories"]["structured"]
+    assert (rates["candidate_rate"], rates["failed_within_noise"]) == (0.0, 1)
