@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servegate.config.models import Policy
+from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl, describe
 from servegate.gates.golden_probe import (
     NAME,
@@ -13,14 +15,20 @@ from servegate.gates.golden_probe import (
     Judged,
     Observation,
     ProbeStatus,
-    degenerate,
+    degenerate_kind,
     judge,
     self_flips,
 )
 from servegate.stats import PairedCounts, mcnemar_exact, wilson_interval
-from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.stats.degeneration import degeneration_metrics, is_severe, severe_kind
 from servegate.stats.divergence import near_tie_limit, noise_limit
-from servegate.verdict.judgement import at_most, check, gate_result, not_measured
+from servegate.verdict.judgement import (
+    at_most,
+    check,
+    gate_result,
+    not_applicable,
+    not_measured,
+)
 from servegate.verdict.model import Check, Divergence, Finding, GateResult, MetricValue, Severity
 
 # Categories whose probes check machine-readable output: the "structured parse rate".
@@ -69,8 +77,21 @@ def _finding(
     )
 
 
-def _content_findings(j: Judged, ev: GoldenEvidence) -> list[Finding]:
-    """Degeneration and failed requests on the plain and the streamed answer."""
+def baseline_kinds(ev: GoldenEvidence) -> Counter[str]:
+    """The kinds of severe degeneration the baseline itself shows, on any of its paths (plain,
+    streamed, cache hit), with how many of its answers show each."""
+    kinds: Counter[str] = Counter()
+    for o in ev.observations:
+        for b in (o.baseline, o.baseline_stream, o.baseline_hit):
+            if b.ok and (found := severe_kind(degeneration_metrics(b.text))) is not None:
+                kinds[found[0]] += 1
+    return kinds
+
+
+def _content_findings(j: Judged, ev: GoldenEvidence, kinds: Counter[str]) -> list[Finding]:
+    """Degeneration and failed requests on the plain and the streamed answer. Degeneration of a
+    kind the baseline never shows blocks on its own; of a kind it shows too (a small model
+    looping on a long output), it is judged as a paired rate (`_degeneration_rate`)."""
     obs, out = j.obs, []
     for streamed, b, c in (
         (False, obs.baseline, obs.candidate),
@@ -90,9 +111,21 @@ def _content_findings(j: Judged, ev: GoldenEvidence) -> list[Finding]:
             continue
         if not (b.ok and c.ok):
             continue
-        if why := degenerate(c, b):
-            msg = f"degenerate output: {why}"
-            out.append(_finding(j, ev, "degeneration", Severity.CRITICAL, msg, streamed=streamed))
+        if found := degenerate_kind(c, b):
+            kind, why = found
+            if kind in kinds:
+                msg = (
+                    f"degenerate output ({kind}: {why}), a kind the baseline shows too "
+                    f"({kinds[kind]} of its answers): judged as a paired rate, not on its own"
+                )
+                out.append(
+                    _finding(j, ev, "degeneration_in_kind", Severity.INFO, msg, streamed=streamed)
+                )
+            else:
+                msg = f"degenerate output: {why}"
+                out.append(
+                    _finding(j, ev, "degeneration", Severity.CRITICAL, msg, streamed=streamed)
+                )
         elif b.text.strip() and not c.text.strip() and not c.tool_calls:
             msg = "empty output where the baseline answered with text"
             out.append(_finding(j, ev, "empty_output", Severity.CRITICAL, msg, streamed=streamed))
@@ -236,8 +269,11 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
     )
     judged = [judge(o, tie) for o in ev.observations]
     findings: list[Finding] = []
+    kinds = baseline_kinds(ev)
     for j in judged:
-        content = _content_findings(j, ev)
+        seen = _content_findings(j, ev, kinds)
+        content = [f for f in seen if f.blocking]
+        findings += [f for f in seen if not f.blocking]
         findings += content + _status_findings(j, ev, bool(content))
         findings += _stream_findings(j, ev)
     canary, unusable_notes, unusable = _canary_check(judged, policy)
@@ -286,7 +322,7 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
         _structured_check(cats.get("structured")),
         check(
             "degeneration",
-            "severe degeneration where the baseline had none",
+            "severe degeneration of a kind the baseline never shows",
             failed=degenerate_n > policy.severe_degeneration_max if answered else None,
             candidate=f"{degenerate_n} answer(s)",
             policy_key="severe_degeneration_max",
@@ -294,6 +330,7 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
             row=ROWS["degeneration"],
             baseline=f"{_severe(ev, 'baseline')} answer(s)",
         ),
+        _degeneration_rate(ev, kinds, policy),
         stream,
         check(
             "hangs",
@@ -350,6 +387,49 @@ def _severe(ev: GoldenEvidence, side: str) -> int:
         1
         for o in ev.observations
         if is_severe(degeneration_metrics((o.baseline if side == "baseline" else o.candidate).text))
+    )
+
+
+def _degeneration_rate(ev: GoldenEvidence, kinds: Counter[str], policy: Policy) -> Check:
+    """Degeneration of the kinds the baseline shows itself, as a paired rate: probes where only
+    the candidate degenerates against probes where only the baseline does, beyond the baseline's
+    own path noise (probes whose baseline degenerates on one path and not another)."""
+    title = "degeneration of kinds the baseline shows too, paired"
+    row = None
+    if not kinds:
+        why = "the baseline shows no severe degeneration: any the candidate shows blocks alone"
+        return not_applicable("degeneration_rate", title, why, row=row)
+
+    def bad(c: Completion) -> bool:
+        found = severe_kind(degeneration_metrics(c.text)) if c.ok else None
+        return found is not None and found[0] in kinds
+
+    pairs = [o for o in ev.observations if o.baseline.ok and o.candidate.ok]
+    if not pairs:
+        return not_measured("degeneration_rate", title, "no probe answered on both sides")
+    counts = PairedCounts.from_outcomes(
+        [not bad(o.baseline) for o in pairs], [not bad(o.candidate) for o in pairs]
+    )
+    flips = sum(
+        1 for o in pairs if len({bad(o.baseline), bad(o.baseline_stream), bad(o.baseline_hit)}) > 1
+    )
+    excess = counts.regressions - counts.improvements
+    allowed = noise_limit(flips, policy.noise_k, policy.severe_degeneration_max)
+    p = mcnemar_exact(counts).p_candidate_worse
+    failed = excess > allowed and p < policy.significance_alpha
+    return check(
+        "degeneration_rate",
+        title,
+        failed=failed,
+        candidate=f"{counts.regressions} probe(s) only the candidate degenerates on "
+        f"(McNemar p={p:.3g})",
+        baseline=f"{counts.improvements} only the baseline; {flips} on one of its own paths only",
+        limit=f"fails when the excess > {allowed:g} ({policy.noise_k:g} × path noise {flips} + "
+        f"{policy.severe_degeneration_max}) and p < {policy.significance_alpha:g}",
+        policy_key="noise_k, severe_degeneration_max, significance_alpha",
+        reason=f"the candidate degenerates on {excess} more probe(s) than the baseline"
+        if failed
+        else "",
     )
 
 

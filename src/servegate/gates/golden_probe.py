@@ -19,7 +19,13 @@ from servegate.endpoints.types import Completion
 from servegate.gates.pair import timed_out
 from servegate.gates.tokens import TokenComparison, compare
 from servegate.probes import Probe, ProbeOutcome, check_probe
-from servegate.stats.degeneration import degeneration_metrics, is_severe, punctuation_soup
+from servegate.stats.degeneration import (
+    SOUP,
+    degeneration_metrics,
+    is_severe,
+    punctuation_soup,
+    severe_kind,
+)
 
 NAME = "golden"
 # The answers of one probe, in the order they are collected.
@@ -44,9 +50,20 @@ def _same(a: Completion, b: Completion) -> bool:
 
 def degenerate(answer: Completion, reference: Completion) -> str | None:
     """Why `answer` is severely degenerate where `reference` is not, or None."""
+    found = degenerate_kind(answer, reference)
+    return None if found is None else found[1]
+
+
+def degenerate_kind(answer: Completion, reference: Completion) -> tuple[str, str] | None:
+    """(kind, why) when `answer` is severely degenerate where `reference` is not, else None."""
     mine, theirs = degeneration_metrics(answer.text), degeneration_metrics(reference.text)
-    severe = is_severe(mine) or punctuation_soup(mine, theirs)
-    return severe or None if not is_severe(theirs) else None
+    if is_severe(theirs):
+        return None
+    found = severe_kind(mine)
+    if found is not None:
+        return found
+    soup = punctuation_soup(mine, theirs)
+    return None if soup is None else (SOUP, soup)
 
 
 @dataclass(frozen=True)

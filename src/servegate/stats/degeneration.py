@@ -142,19 +142,37 @@ def punctuation_soup(candidate: DegenerationMetrics, baseline: DegenerationMetri
     return None
 
 
-def is_severe(m: DegenerationMetrics) -> str | None:
-    """The reason the text counts as severely degenerate, or None. Emptiness is judged elsewhere
-    (relative to the baseline), since an empty answer can be legitimate."""
+# Kinds of severe degeneration. A `loop` (a word or phrase repeated) is what a small model does
+# on a long output at a near-tie: noise when the baseline loops too. The others (a run of one
+# symbol like `,,,,` or `!!!!`, abnormal characters like U+FFFD runs, punctuation soup) are what a
+# broken kernel produces, never a fluent model.
+LOOP = "loop"
+SYMBOL_RUN = "symbol-run"
+ABNORMAL = "abnormal"
+SOUP = "soup"
+
+
+def severe_kind(m: DegenerationMetrics) -> tuple[str, str] | None:
+    """(kind, reason) when the text counts as severely degenerate, else None. Emptiness is judged
+    elsewhere (relative to the baseline), since an empty answer can be legitimate."""
     symbol_run = not m.longest_char_run_char.isalnum()
     if m.longest_char_run >= (SEVERE_CHAR_RUN if symbol_run else 2 * SEVERE_CHAR_RUN):
-        return f"same character {m.longest_char_run_char!r} repeated {m.longest_char_run} times"
-    if m.longest_token_run >= SEVERE_TOKEN_RUN:
-        return f"same token repeated {m.longest_token_run} times in a row"
+        why = f"same character {m.longest_char_run_char!r} repeated {m.longest_char_run} times"
+        return (SYMBOL_RUN if symbol_run else LOOP), why
     if m.abnormal_char_ratio >= SEVERE_ABNORMAL_RATIO:
-        return f"{m.abnormal_char_ratio:.0%} abnormal characters"
+        return ABNORMAL, f"{m.abnormal_char_ratio:.0%} abnormal characters"
+    if m.longest_token_run >= SEVERE_TOKEN_RUN:
+        kind = SYMBOL_RUN if m.symbol_ratio >= SOUP_SYMBOL_RATIO else LOOP
+        return kind, f"same token repeated {m.longest_token_run} times in a row"
     if m.repeated_ngram_ratio >= SEVERE_REPEATED_NGRAM_RATIO and m.length >= 40:
-        return f"{m.repeated_ngram_ratio:.0%} of {NGRAM}-grams are repeats"
+        return LOOP, f"{m.repeated_ngram_ratio:.0%} of {NGRAM}-grams are repeats"
     return None
+
+
+def is_severe(m: DegenerationMetrics) -> str | None:
+    """The reason the text counts as severely degenerate, or None (see `severe_kind`)."""
+    found = severe_kind(m)
+    return None if found is None else found[1]
 
 
 def repeated_token_ratio(text: str) -> float:

@@ -214,3 +214,60 @@ def test_a_structured_failure_within_noise_is_reported_as_a_failure_not_a_pass()
     assert check.candidate.startswith("0% ")
     rates = result.details["categories"]["structured"]
     assert (rates["candidate_rate"], rates["failed_within_noise"]) == (0.0, 1)
+
+
+LOOP = "The sky is blue because the sky is blue because " * 4
+COMMAS = "," * 40
+
+
+def _degeneration(result: GateResult) -> tuple[str, str]:
+    by_name = {c.name: str(c.outcome) for c in result.checks}
+    return by_name["degeneration"], by_name["degeneration_rate"]
+
+
+def test_a_loop_where_the_baseline_loops_elsewhere_is_judged_paired_not_on_its_own() -> None:
+    # Real vLLM, bf16 -> fp32 (issue 18): one long-output probe looped on the candidate and not
+    # on the baseline, while over the suite the baseline looped more often. For a 135M model a
+    # loop on a long output follows near-tie flips: noise, judged against the baseline's rate.
+    essay, lst = _probe("long-output-essay"), _probe("long-output-numbered-list")
+    story = _probe("degeneration-story")
+    obs = (
+        _obs(essay, _text("Once upon a time there was a dog."), _text(LOOP)),
+        _obs(lst, _text(LOOP), _text("1. One\n2. Two\n3. Three")),
+        _obs(story, _text(LOOP), _text(LOOP)),
+    )
+    result = evaluate(_evidence(*obs), Policy())
+    assert _degeneration(result) == ("pass", "pass")
+    in_kind = [f for f in result.findings if f.category == "degeneration_in_kind"]
+    assert [(f.probe, f.severity) for f in in_kind] == [
+        ("long-output-essay", Severity.INFO),
+        ("long-output-essay:stream", Severity.INFO),  # the streamed answer repeats the plain one
+    ]
+    assert "degeneration" not in _blocking(result)
+
+
+def test_commas_block_on_their_own_even_when_the_baseline_loops_elsewhere() -> None:
+    essay, story = _probe("long-output-essay"), _probe("degeneration-story")
+    obs = (
+        _obs(story, _text(LOOP), _text(LOOP)),
+        _obs(essay, _text("Once upon a time there was a dog."), _text(COMMAS)),
+    )
+    result = evaluate(_evidence(*obs), Policy())
+    assert _degeneration(result)[0] == "fail"
+    assert "degeneration" in _blocking(result)
+
+
+def test_a_candidate_that_loops_far_more_often_than_the_baseline_fails_the_paired_rate() -> None:
+    probes = [p for p in default_suite().probes if p.category != "tools"][:8]
+    obs = [_obs(probes[0], _text(LOOP), _text(LOOP))]
+    obs += [_obs(p, _text("A short, fluent answer."), _text(LOOP)) for p in probes[1:]]
+    result = evaluate(_evidence(*obs), Policy())
+    assert _degeneration(result) == ("pass", "fail")
+    rate = next(c for c in result.checks if c.name == "degeneration_rate")
+    assert rate.candidate.startswith("7 probe(s) only the candidate degenerates on")
+    assert result.status is Status.FAIL
+
+
+def test_without_baseline_degeneration_the_paired_rate_is_not_applicable() -> None:
+    result = evaluate(_evidence(_obs(OK_PROBE, _text("OK"), _text("OK"))), Policy())
+    assert _degeneration(result) == ("pass", "not-applicable")
