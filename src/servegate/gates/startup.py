@@ -17,12 +17,12 @@ from servegate.gates.capabilities import Capability, discover
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
 from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
+from servegate.gates.startup_sizing import IMPOSSIBLE_WORD, ImpossibleSize, context_in_error, size
 from servegate.verdict.judgement import check, gate_result, not_measured
 from servegate.verdict.model import Finding, GateResult, Severity
 
 NAME = "startup"
 READY_REQUEST = {"prompt": "Hello", "max_tokens": 1, "temperature": 0}
-IMPOSSIBLE_WORD = "hello "
 # After an over-long prompt timed out, wait up to this many probe deadlines for the side to answer
 # a 1-token completion again.
 RECOVERY_PROBES = 10
@@ -56,6 +56,7 @@ class StartupEvidence:
     # Managed sides only: what starting the engine showed (times, log pattern hits).
     baseline_launch: LaunchEvidence | None = None
     candidate_launch: LaunchEvidence | None = None
+    sizing: ImpossibleSize | None = None  # how the over-long prompt's length was found
 
 
 def _model_ids(resp: RawResponse) -> tuple[str, ...]:
@@ -68,7 +69,7 @@ def _model_ids(resp: RawResponse) -> tuple[str, ...]:
         return ()
 
 
-async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEvidence:
+async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig, words: int) -> SideEvidence:
     listing = pair.recording(ep, gate=NAME, probe="models")
     models = await listing.raw("GET", "/models", deadline_s=cfg.probe_deadline_s)
     t0 = time.perf_counter()
@@ -90,7 +91,7 @@ async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> SideEviden
     caps = await discover(prober, pair.model, deadline_s=cfg.probe_deadline_s) if ready.ok else {}
     impossible_body = pair.body(
         {
-            "prompt": IMPOSSIBLE_WORD * cfg.impossible_prompt_words,
+            "prompt": IMPOSSIBLE_WORD * words,
             "max_tokens": 16,
             "temperature": 0,
         }
@@ -157,14 +158,16 @@ async def _recovery_ms(
 
 
 async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
-    """Probe both sides, baseline first."""
-    baseline = await _side(pair, pair.baseline, cfg)
-    candidate = await _side(pair, pair.candidate, cfg)
+    """Size the over-long prompt from both sides' contexts, then probe both, baseline first."""
+    sized = await size(pair, cfg)
+    baseline = await _side(pair, pair.baseline, cfg, sized.words)
+    candidate = await _side(pair, pair.candidate, cfg, sized.words)
     return StartupEvidence(
         baseline,
         candidate,
-        cfg.impossible_prompt_words,
+        sized.words,
         cfg.probe_deadline_s,
+        sizing=sized,
         baseline_launch=pair.launches.get(pair.baseline.name),
         candidate_launch=pair.launches.get(pair.candidate.name),
     )
@@ -192,6 +195,16 @@ def _recovery_note(side: SideEvidence) -> str:
     if seconds >= 1.0:
         note += " (the server kept computing the abandoned request; what queued behind it waited)"
     return note
+
+
+def _context_of(ev: StartupEvidence, side: str) -> int | None:
+    """The side's context in tokens: as discovered before the probe, else as its rejection of
+    the over-long prompt named it."""
+    known = ev.sizing.context_tokens.get(side) if ev.sizing else None
+    if known is not None:
+        return known
+    answer = (ev.baseline if side == "baseline" else ev.candidate).impossible
+    return context_in_error(answer.error.message) if answer.error else None
 
 
 def _impossible_findings(ev: StartupEvidence, policy: Policy) -> list[Finding]:
@@ -223,7 +236,9 @@ def _impossible_findings(ev: StartupEvidence, policy: Policy) -> list[Finding]:
                 category="not_judged",
                 severity=Severity.INFO,
                 message="the baseline did not reject the over-long prompt quickly, so the "
-                "candidate is not judged on it (raise --impossible-words above the context)",
+                "candidate is not judged on it ("
+                + (ev.sizing.describe() if ev.sizing else f"{ev.impossible_words} words")
+                + "; --impossible-words sets the length when the context cannot be discovered)",
                 baseline_excerpt=f"{describe(b.impossible)} in {b.impossible_ms:.0f} ms",
             )
         ]
@@ -277,6 +292,10 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
     metrics: dict[str, float | int | str | bool | None] = {
         "baseline_ready_ms": b.ready_ms,
         "candidate_ready_ms": c.ready_ms,
+        "impossible_words": ev.impossible_words,
+        "impossible_sizing": ev.sizing.describe() if ev.sizing else None,
+        "baseline_context_tokens": _context_of(ev, "baseline"),
+        "candidate_context_tokens": _context_of(ev, "candidate"),
         "baseline_impossible_ms": round(b.impossible_ms, 1),
         "candidate_impossible_ms": round(c.impossible_ms, 1),
         "baseline_impossible_status": b.impossible.status,
