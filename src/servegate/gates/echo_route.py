@@ -76,6 +76,10 @@ class EchoCheck:
     errors_nats: dict[int, float | None] = field(default_factory=dict)
     tokens: int = 0
     note: str = ""
+    # How long the echo took per prompt character: scoring a long text takes minutes on a
+    # server that scores slowly (stock llama-cpp-python sorts the vocabulary per token), and
+    # its deadline is scaled from this, never cut at the chat deadline.
+    seconds_per_char: float | None = None
 
     @classmethod
     def aligned(cls, error_nats: float = 0.0) -> EchoCheck:
@@ -91,7 +95,7 @@ class EchoCheck:
         return self.errors_nats.get(0)
 
 
-def measure(generated: Completion, echoed: Completion) -> EchoCheck:
+def measure(generated: Completion, echoed: Completion, prompt_chars: int = 0) -> EchoCheck:
     """Compare the echoed continuation with its generation logprobs, for every shift in SHIFTS.
 
     Garbage in the echo (wrong length, other tokens, no logprobs) is a measured failure with its
@@ -122,7 +126,9 @@ def measure(generated: Completion, echoed: Completion) -> EchoCheck:
             if t is not None and i not in bounded
         ]
         errors[shift] = sum(diffs) / len(diffs) if len(diffs) == len(gen) else None
-    return EchoCheck(offered=True, errors_nats=errors, tokens=len(gen))
+    took_ms = echoed.timing.e2el_ms
+    rate = took_ms / 1e3 / prompt_chars if took_ms and prompt_chars > 0 else None
+    return EchoCheck(offered=True, errors_nats=errors, tokens=len(gen), seconds_per_char=rate)
 
 
 @dataclass(frozen=True)

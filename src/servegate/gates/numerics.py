@@ -16,7 +16,7 @@ measurement (token comparison, |Δlogprob|, perplexity) makes the gate inconclus
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.types import Completion
@@ -32,7 +32,13 @@ from servegate.gates.numerics_plan import (
     probe_request,
 )
 from servegate.gates.pair import Api, EndpointPair
-from servegate.gates.perplexity import TextScore, alignment, cross_score, score_texts
+from servegate.gates.perplexity import (
+    TextScore,
+    alignment,
+    cross_score,
+    score_texts,
+    scoring_deadline_s,
+)
 
 __all__ = [
     "PROMPTS",
@@ -44,6 +50,11 @@ __all__ = [
     "plan",
     "probe_request",
 ]
+
+
+# No single scoring request waits longer than this, however slowly a server scores: a hung
+# server is still found out, and the run deadline bounds the whole.
+SCORING_CAP_S = 1800.0
 
 
 async def plan(
@@ -97,14 +108,21 @@ async def collect(
         side: any(v is not None for v in c.errors_nats.values()) for side, c in checks.items()
     }
     both = bool(scored) and all(scored.values())
+    policy = cfg.policy
+
+    def deadline(chars: int) -> float:
+        return scoring_deadline_s(
+            tuple(checks.values()), chars, dl, policy.timeout_latency_factor, SCORING_CAP_S
+        )
+
     if opts.perplexity and both:
-        texts = await score_texts(pair, dl)
+        texts = await score_texts(pair, deadline)
     # The candidate's divergent text scored by the baseline needs only the baseline's echo: a
     # candidate that returns no logprobs (transformers serve) is still judged on what it said.
     if opts.cross_scoring and scored.get("baseline"):
         candidate_scores = scored.get("candidate", False)
         observations = [
-            await _cross(pair, o, dl, candidate_scores=candidate_scores) for o in observations
+            await _cross(pair, o, deadline, candidate_scores=candidate_scores) for o in observations
         ]
     return NumericsEvidence(
         tuple(observations),
@@ -149,12 +167,17 @@ async def _noise_and_candidate(
 
 
 async def _cross(
-    pair: EndpointPair, obs: Observation, dl: float, *, candidate_scores: bool
+    pair: EndpointPair,
+    obs: Observation,
+    deadline: Callable[[int], float],
+    *,
+    candidate_scores: bool,
 ) -> Observation:
     b, c = obs.baseline, obs.candidate
     if not (b.ok and c.ok and b.text and c.text) or b.text == c.text:
         return obs
     prompt = _prompt_of(obs.request)
+    dl = deadline(len(prompt) + max(len(b.text), len(c.text)) + 1)
     score = await cross_score(
         pair, obs.request.probe, prompt, b.text, c.text, dl, candidate_scores=candidate_scores
     )

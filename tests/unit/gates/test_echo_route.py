@@ -117,3 +117,39 @@ def test_the_shift_scores_a_token_outside_the_previous_top_k_only_as_a_bound() -
     assert out[2] is not None
     assert out[2].logprob == -2.0
     assert bounded == frozenset({2})
+
+
+def test_a_long_echo_gets_a_deadline_scaled_to_the_slower_sides_measured_rate() -> None:
+    from servegate.gates.echo_route import EchoCheck
+    from servegate.gates.perplexity import scoring_deadline_s
+
+    # Stock llama-cpp-python echoed 40 characters in 1.3 s (it sorts the vocabulary per token):
+    # the 13,000-character reference text needs minutes, not the 60 s chat deadline.
+    slow = EchoCheck(offered=True, errors_nats={0: 13.7, 1: 0.0}, seconds_per_char=1.3 / 40)
+    fast = EchoCheck(offered=True, errors_nats={0: 0.0}, seconds_per_char=0.001)
+    assert scoring_deadline_s((fast, slow), 13_000, 60.0, 3.0, 1800.0) == pytest.approx(1267.5)
+    assert scoring_deadline_s((fast,), 13_000, 60.0, 3.0, 1800.0) == 60.0  # never below
+    assert scoring_deadline_s((slow,), 100_000, 60.0, 3.0, 1800.0) == 1800.0  # never above
+    assert scoring_deadline_s((EchoCheck.not_offered("x"),), 13_000, 60.0, 3.0, 1800.0) == 60.0
+
+
+def test_the_shift_is_reported_by_position_bucket() -> None:
+    from servegate.gates.echo_route import ScoringRoute
+    from servegate.gates.perplexity import TextScore, perplexity_shift
+
+    def echo(nll_at: list[float]) -> Completion:
+        entries = (
+            None,
+            *(TokenLogprob(f" w{i}", -x, ((f" w{i}", -x),)) for i, x in enumerate(nll_at)),
+        )
+        return Completion(status=200, content="", prompt_logprobs=entries)
+
+    n = 1500
+    base = [1.0] * n
+    # a KV-cache error that grows with the position: nothing early, +0.2 nats late
+    cand = [1.0 + (0.2 if i >= 1024 else 0.0) for i in range(n)]
+    result = perplexity_shift(
+        [TextScore("long", echo(base), echo(cand))], ScoringRoute("echo"), ScoringRoute("echo")
+    )
+    buckets = {label: (tokens, round(mean, 3)) for label, tokens, mean in result.by_position}
+    assert buckets == {"0–255": (255, 0.0), "256–1023": (768, 0.0), "1024–4095": (477, 0.2)}
