@@ -149,3 +149,38 @@ def gate_cli(tmp_path: Path) -> Callable[..., GateRun]:
         return proc, json.loads(out.read_text())
 
     return run
+
+
+def require_stock() -> None:
+    """The stock llama-cpp-python server (bash scripts/setup.sh stock; dev set-up includes it):
+    missing under the project's test command is a broken set-up, never a skip."""
+    require_engine()
+    from servegate.engine.launch import stock_python
+
+    if stock_python().exists():
+        return
+    if os.environ.get("SERVEGATE_REQUIRE_ENGINE") or os.environ.get("CI"):
+        pytest.fail(f"stock llama-cpp-python server not installed ({stock_python()}): "
+                    "bash scripts/setup.sh stock")  # fmt: skip
+    pytest.skip("stock llama-cpp-python server not installed (bash scripts/setup.sh stock)")
+
+
+def _stock_or_skip(variant: str, fault: str | None = None, **options: Any) -> RunningEngine:
+    require_stock()
+    from servegate.engine import FaultOptions, start_engine
+
+    return start_engine(variant, fault=fault, fault_options=FaultOptions(**options), stock=True)
+
+
+@pytest.fixture(scope="session")
+def stock_factory() -> Callable[..., RunningEngine]:
+    """`stock_factory(variant, fault=None, **options)`: the stock llama-cpp-python server (the
+    current release, unpatched, its own defaults) serving `variant` — a server servegate did
+    not build."""
+    return _stock_or_skip
+
+
+@pytest.fixture(scope="module")
+def stock_engine() -> Iterator[RunningEngine]:
+    with _stock_or_skip("clean") as engine:
+        yield engine
