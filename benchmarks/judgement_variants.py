@@ -9,6 +9,11 @@ verdict and wall time.
 
     .venv/bin/python benchmarks/judgement_variants.py --out benchmarks/results/judgement
     .venv/bin/python benchmarks/judgement_variants.py --table benchmarks/results/judgement
+
+`--stock` runs both sides on the stock llama-cpp-python server instead of the patched reference
+engine (`bash scripts/setup.sh stock`); `--variants a,b` runs those only (one time each). The
+table then says which route scored prompts on each side (echo as returned, echo shifted, none),
+the alignment error before and after calibration, and the share of positions scored.
 """
 
 from __future__ import annotations
@@ -43,14 +48,14 @@ def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
     return proc.returncode, time.perf_counter() - t0
 
 
-def run(out_dir: Path) -> None:
+def run(out_dir: Path, runs: tuple[tuple[str, int], ...], *, stock: bool) -> None:
     from servegate.engine import start_engine
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    with start_engine("clean") as baseline:
-        for variant, times in RUNS:
+    with start_engine("clean", stock=stock) as baseline:
+        for variant, times in runs:
             for i in range(times):
-                with start_engine(variant) as candidate:
+                with start_engine(variant, stock=stock) as candidate:
                     path = out_dir / f"{variant}-{i + 1}.json"
                     code, wall_s = _gate(baseline.base_url, candidate.base_url, path)
                 report = json.loads(path.read_text())
@@ -74,8 +79,16 @@ def row(variant: str, report: dict[str, Any]) -> str:
             f"{_num(n.get('perplexity_shift_stderr_nats'), '.4f')} " \
             f"(z {_num(n.get('perplexity_shift_z'), '+.1f')})"  # fmt: skip
     gates = ", ".join(f"{x['name']} {x['status']}" for x in report["gates"])
+    routes = " / ".join(
+        f"{n.get(f'{side}_scoring_route', '-')} "
+        f"({_num(n.get(f'{side}_echo_alignment_nats'), '.3f')} → "
+        f"{_num(n.get(f'{side}_echo_calibrated_nats'), '.3f')})"
+        for side in ("baseline", "candidate")
+    )
     cells = [
         variant,
+        routes,
+        _num(n.get("perplexity_coverage"), ".0%"),
         _num(n.get("reference_argmax_flip_rate"), ".1%"),
         _num(n.get("reference_mean_abs_dlogprob_nats"), ".3f"),
         shift,
@@ -90,15 +103,17 @@ def row(variant: str, report: dict[str, Any]) -> str:
 
 
 HEADER = (
-    "| candidate | argmax flips (ref. texts) | mean \\|Δlogprob\\| | ΔNLL ± s.e. (nats/token) "
-    "| cross-ΔNLL | confident / near-tie flips | golden regressions beyond noise | verdict "
-    "| time |\n|---|---|---|---|---|---|---|---|---|"
+    "| candidate | scoring route, baseline / candidate (alignment nats/token before → after) "
+    "| positions scored | argmax flips (ref. texts) | mean \\|Δlogprob\\| "
+    "| ΔNLL ± s.e. (nats/token) | cross-ΔNLL | confident / near-tie flips "
+    "| golden regressions beyond noise | verdict | time |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def table(out_dir: Path) -> None:
+def table(out_dir: Path, runs: tuple[tuple[str, int], ...]) -> None:
     print(HEADER)
-    for variant, times in RUNS:
+    for variant, times in runs:
         for i in range(times):
             path = out_dir / f"{variant}-{i + 1}.json"
             if path.exists():
@@ -109,12 +124,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="run every variant, reports into this folder")
     parser.add_argument("--table", type=Path, help="print the table from a folder of reports")
+    parser.add_argument("--stock", action="store_true", help="the stock llama-cpp-python server")
+    parser.add_argument("--variants", help="comma-separated variants to run, once each")
     args = parser.parse_args()
+    runs = tuple((v, 1) for v in args.variants.split(",")) if args.variants else RUNS
     if args.out:
         print(HEADER, flush=True)
-        run(args.out)
+        run(args.out, runs, stock=args.stock)
     elif args.table:
-        table(args.table)
+        table(args.table, runs)
     else:
         parser.error("give --out or --table")
 
