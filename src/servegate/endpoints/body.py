@@ -10,7 +10,7 @@ from typing import Any
 
 from servegate.endpoints.draft import CompletionDraft, body_error, parse_usage
 from servegate.endpoints.errors import ErrorCategory, FaultError
-from servegate.endpoints.logprobs import chat_logprobs, legacy_logprobs
+from servegate.endpoints.logprobs import chat_logprobs, legacy_logprobs, native_prompt_logprobs
 from servegate.endpoints.text import excerpt
 from servegate.endpoints.tool_calls import message_tool_calls
 from servegate.endpoints.types import Usage
@@ -85,6 +85,9 @@ def _text_choice(draft: CompletionDraft, choice: dict[str, Any]) -> None:
         offsets = logprobs.get("text_offset")
         if isinstance(offsets, list):
             draft.text_offsets = [o for o in offsets if isinstance(o, int)]
+    native = choice.get("prompt_logprobs")
+    if native is not None:  # vLLM's own prompt scoring (request field `prompt_logprobs`)
+        draft.native_prompt = native_prompt_logprobs(native)
 
 
 def embeddings_of(obj: Any, request: Any) -> tuple[tuple[tuple[float, ...], ...], Usage | None]:

@@ -81,6 +81,7 @@ class CompletionDraft:
     model: str | None = None
     logprobs: list[TokenLogprob] | None = None
     legacy: list[TokenLogprob | None] | None = None  # completions shape, may hold echoed prompt
+    native_prompt: list[TokenLogprob | None] | None = None  # vLLM's `prompt_logprobs`
     text_offsets: list[int] = field(default_factory=list)
     flags: set[str] = field(default_factory=set)
     raw: dict[str, Any] | None = None
@@ -144,7 +145,9 @@ class CompletionDraft:
         self, ctx: RequestContext
     ) -> tuple[tuple[TokenLogprob, ...] | None, tuple[TokenLogprob | None, ...] | None]:
         if self.legacy is None:
-            return (tuple(self.logprobs) if self.logprobs is not None else None), None
+            generated = tuple(self.logprobs) if self.logprobs is not None else None
+            native = tuple(self.native_prompt) if self.native_prompt is not None else None
+            return generated, native
         entries = self.legacy
         prompt: list[TokenLogprob | None] | None = None
         if ctx.echo:
@@ -160,4 +163,6 @@ class CompletionDraft:
             else:
                 prompt, entries = split
         generated = tuple(e for e in entries if e is not None)
+        if prompt is None and self.native_prompt is not None:
+            prompt = self.native_prompt
         return generated, (tuple(prompt) if prompt is not None else None)

@@ -95,3 +95,32 @@ def split_echo(
         cut = next((i for i, o in enumerate(text_offsets) if o >= prompt_chars), len(entries))
         return entries[:cut], entries[cut:]
     return None
+
+
+def native_prompt_logprobs(obj: Any) -> list[TokenLogprob | None]:
+    """vLLM's `choices[i].prompt_logprobs`: one entry per prompt token, None for the first, else
+    `{token_id: {logprob, rank, decoded_token}}` whose first key is the prompt token itself
+    (ranked wherever it falls) and the rest its top-k."""
+    if not isinstance(obj, list):
+        raise FaultError(ErrorCategory.SCHEMA, "prompt_logprobs is not a list")
+    entries: list[TokenLogprob | None] = []
+    for i, item in enumerate(obj):
+        if item is None:
+            entries.append(None)
+            continue
+        if not isinstance(item, dict) or not item:
+            raise FaultError(ErrorCategory.SCHEMA, f"prompt_logprobs[{i}] is not an object")
+        ranked = []
+        for key, value in item.items():
+            if not isinstance(value, dict):
+                raise FaultError(ErrorCategory.SCHEMA, f"prompt_logprobs[{i}][{key!r}]")
+            token = value.get("decoded_token")
+            ranked.append(
+                (
+                    str(token if token is not None else key),
+                    _finite(value.get("logprob"), f"prompt token {i}"),
+                )
+            )
+        own_token, own = ranked[0]
+        entries.append(TokenLogprob(own_token, own, tuple(ranked)))
+    return entries

@@ -27,7 +27,7 @@ from typing import Literal
 
 from servegate.endpoints.types import Completion, TokenLogprob
 
-RouteName = Literal["echo", "echo-shifted", "none"]
+RouteName = Literal["native", "echo", "echo-shifted", "none"]
 # Offsets tried, in order of preference: 0 (as returned), 1 (entry i's top-k scores token i+1).
 SHIFTS = (0, 1)
 ROUTE_OF_SHIFT: dict[int, RouteName] = {0: "echo", 1: "echo-shifted"}
@@ -80,6 +80,10 @@ class EchoCheck:
     # server that scores slowly (stock llama-cpp-python sorts the vocabulary per token), and
     # its deadline is scaled from this, never cut at the chat deadline.
     seconds_per_char: float | None = None
+    # The server's own prompt scoring (vLLM's `prompt_logprobs` request field) on the same
+    # continuation, when it answers one: preferred over echo, and checked the same way.
+    native_nats: float | None = None
+    native_note: str = ""
 
     @classmethod
     def aligned(cls, error_nats: float = 0.0) -> EchoCheck:
@@ -93,6 +97,11 @@ class EchoCheck:
     @property
     def as_returned_nats(self) -> float | None:
         return self.errors_nats.get(0)
+
+    @property
+    def native(self) -> bool:
+        """Score prompts through the native route: the server answered one and it was measured."""
+        return self.native_nats is not None
 
 
 def measure(generated: Completion, echoed: Completion, prompt_chars: int = 0) -> EchoCheck:
@@ -148,6 +157,8 @@ class ScoringRoute:
 
     def describe(self) -> str:
         """One line for the report: which route, and the errors that chose it."""
+        if self.name == "native":
+            return f"native prompt_logprobs (off by {_nats(self.as_returned_nats)} nats/token)"
         if self.name == "echo":
             return f"echo as returned (off by {_nats(self.as_returned_nats)} nats/token)"
         if self.name == "echo-shifted":
@@ -167,6 +178,16 @@ def choose(check: EchoCheck | None, limit_nats: float) -> ScoringRoute:
     errors when nothing aligns (the judgement the consumers obey)."""
     if check is None:
         return ScoringRoute("none", reason="echo alignment was not checked")
+    if check.native_nats is not None:
+        # The texts were scored through the native route: it alone can be read.
+        if check.native_nats <= limit_nats:
+            return ScoringRoute("native", 0, check.native_nats, check.native_nats)
+        return ScoringRoute(
+            "none",
+            as_returned_nats=check.native_nats,
+            reason=f"native prompt logprobs off their generation logprobs by "
+            f"{check.native_nats:.3f} nats/token (limit {limit_nats:g}): not aligned",
+        )
     if not check.offered:
         return ScoringRoute("none", offered=False, reason=check.note or "no echo logprobs")
     before = check.as_returned_nats

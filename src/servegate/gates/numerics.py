@@ -16,7 +16,7 @@ measurement (token comparison, |Δlogprob|, perplexity) makes the gate inconclus
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.types import Completion
@@ -116,13 +116,14 @@ async def collect(
         )
 
     if opts.perplexity and both:
-        texts = await score_texts(pair, deadline)
+        texts = await score_texts(pair, deadline, checks)
     # The candidate's divergent text scored by the baseline needs only the baseline's echo: a
     # candidate that returns no logprobs (transformers serve) is still judged on what it said.
     if opts.cross_scoring and scored.get("baseline"):
         candidate_scores = scored.get("candidate", False)
         observations = [
-            await _cross(pair, o, deadline, candidate_scores=candidate_scores) for o in observations
+            await _cross(pair, o, deadline, checks, candidate_scores=candidate_scores)
+            for o in observations
         ]
     return NumericsEvidence(
         tuple(observations),
@@ -170,6 +171,7 @@ async def _cross(
     pair: EndpointPair,
     obs: Observation,
     deadline: Callable[[int], float],
+    checks: Mapping[str, EchoCheck],
     *,
     candidate_scores: bool,
 ) -> Observation:
@@ -179,6 +181,13 @@ async def _cross(
     prompt = _prompt_of(obs.request)
     dl = deadline(len(prompt) + max(len(b.text), len(c.text)) + 1)
     score = await cross_score(
-        pair, obs.request.probe, prompt, b.text, c.text, dl, candidate_scores=candidate_scores
+        pair,
+        obs.request.probe,
+        prompt,
+        b.text,
+        c.text,
+        dl,
+        checks,
+        candidate_scores=candidate_scores,
     )
     return Observation(obs.request, b, c, score)

@@ -19,9 +19,10 @@ is judged by `echo_route.choose` in `numerics.evaluate`, and every consumer here
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -65,6 +66,16 @@ def echo_body(text: str) -> dict[str, Any]:
     return {"prompt": text, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": ECHO_TOP_K}
 
 
+def native_body(text: str) -> dict[str, Any]:
+    """Score `text` through the server's own prompt scoring (vLLM's `prompt_logprobs`)."""
+    return {"prompt": text, "max_tokens": 1, "temperature": 0, "prompt_logprobs": ECHO_TOP_K}
+
+
+def scoring_body(check: EchoCheck | None, text: str) -> dict[str, Any]:
+    """The request that scores `text` on a side: native where it answered one, else echo."""
+    return native_body(text) if check is not None and check.native else echo_body(text)
+
+
 async def _send(
     pair: EndpointPair, ep: Endpoint, body: dict[str, Any], probe: str, deadline_s: float
 ) -> Completion:
@@ -81,12 +92,24 @@ async def _alignment_on(
     if not gen.ok or not gen.logprobs or not gen.text:
         return EchoCheck(offered=True, note=f"no greedy continuation ({describe_error(gen)})")
     text = prompt + gen.text
+    native = await _send(pair, ep, native_body(text), "align:native", deadline_s)
+    native_check = measure(gen, native, len(text)) if native.ok else None
+    native_nats = native_check.errors_nats.get(0) if native_check is not None else None
     echoed = await _send(pair, ep, echo_body(text), "align", deadline_s)
     if echoed.error is not None and echoed.error.category is ErrorCategory.REJECTED:
-        return EchoCheck.not_offered(f"echo with logprobs refused ({describe_error(echoed)})")
-    if not echoed.ok:
-        return EchoCheck(offered=True, note=f"the echo request failed ({describe_error(echoed)})")
-    return measure(gen, echoed, len(text))
+        check = EchoCheck.not_offered(f"echo with logprobs refused ({describe_error(echoed)})")
+    elif not echoed.ok:
+        why = f"the echo request failed ({describe_error(echoed)})"
+        check = EchoCheck(offered=True, note=why)
+    else:
+        check = measure(gen, echoed, len(text))
+    rate = check.seconds_per_char
+    if native_nats is not None and native_check is not None:
+        rate = native_check.seconds_per_char  # the route the texts will take
+    note = (
+        "" if native_nats is not None else f"no native prompt_logprobs ({describe_error(native)})"
+    )
+    return replace(check, native_nats=native_nats, native_note=note, seconds_per_char=rate)
 
 
 def scoring_deadline_s(
@@ -147,30 +170,53 @@ def _too_long(result: Completion) -> bool:
 Deadline = Callable[[int], float]
 
 
+async def _both(
+    pair: EndpointPair,
+    checks: Mapping[str, EchoCheck],
+    text: str,
+    probe: str,
+    deadline_s: float,
+) -> tuple[Completion, Completion]:
+    """`text` scored on both sides, each through its own request (native or echo), at once when
+    the pair allows it; the candidate's deadline scaled to the baseline's latency."""
+    reference: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+
+    async def baseline() -> Completion:
+        body = scoring_body(checks.get("baseline"), text)
+        b = await pair.send(
+            pair.baseline, "completions", body, gate=NAME, probe=probe, deadline_s=deadline_s
+        )
+        reference.set_result(b)
+        return b
+
+    async def candidate() -> Completion:
+        body = scoring_body(checks.get("candidate"), text)
+        return await pair.send_against(
+            pair.candidate, "completions", body, gate=NAME, probe=probe,
+            deadline_s=deadline_s, reference=reference,
+        )  # fmt: skip
+
+    return await pair.sides(baseline, candidate)
+
+
 async def score_texts(
-    pair: EndpointPair, deadline: Deadline, texts: Sequence[tuple[str, str]] | None = None
+    pair: EndpointPair,
+    deadline: Deadline,
+    checks: Mapping[str, EchoCheck],
+    texts: Sequence[tuple[str, str]] | None = None,
 ) -> tuple[TextScore, ...]:
-    """Echo the reference texts on the baseline and on the candidate (at once when the pair
-    allows it): joined into one long text, or each apart when a side rejects the long one (a
-    context shorter than it). `deadline(chars)` is each request's deadline."""
+    """Score the reference texts on the baseline and on the candidate: joined into one long
+    text, or each apart when a side rejects the long one (a context shorter than it).
+    `deadline(chars)` is each request's deadline."""
     if texts is None:
         text_id, text = long_text()
-        b, c = await pair.both(
-            "completions",
-            echo_body(text),
-            gate=NAME,
-            probe=f"perplexity:{text_id}",
-            deadline_s=deadline(len(text)),
-        )
+        b, c = await _both(pair, checks, text, f"perplexity:{text_id}", deadline(len(text)))
         if not (_too_long(b) or _too_long(c)):
             return (TextScore(text_id, b, c),)
         texts = reference_texts()
     out = []
     for text_id, text in texts:
-        probe = f"perplexity:{text_id}"
-        b, c = await pair.both(
-            "completions", echo_body(text), gate=NAME, probe=probe, deadline_s=deadline(len(text))
-        )
+        b, c = await _both(pair, checks, text, f"perplexity:{text_id}", deadline(len(text)))
         out.append(TextScore(text_id, b, c))
     return tuple(out)
 
@@ -374,6 +420,7 @@ async def cross_score(
     b_text: str,
     c_text: str,
     deadline_s: float,
+    checks: Mapping[str, EchoCheck],
     *,
     candidate_scores: bool = True,
 ) -> CrossEcho:
@@ -381,7 +428,9 @@ async def cross_score(
     when `candidate_scores` is false: a candidate without echo logprobs has nothing to say)."""
 
     async def by(ep: Endpoint, text: str) -> Completion:
-        return await _send(pair, ep, echo_body(f"{prompt}\n{text}"), f"score:{probe}", deadline_s)
+        side = "baseline" if ep is pair.baseline else "candidate"
+        body = scoring_body(checks.get(side), f"{prompt}\n{text}")
+        return await _send(pair, ep, body, f"score:{probe}", deadline_s)
 
     async def on(ep: Endpoint, own: str, other: str) -> tuple[Completion | None, Completion | None]:
         return await by(ep, own), await by(ep, other)

@@ -1,0 +1,79 @@
+"""vLLM's own prompt scoring (`prompt_logprobs`), read from real vLLM 0.32.0 answers, equals its
+echo path token for token, and is the route servegate prefers where a server answers it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servegate.endpoints.http import OpenAIEndpoint
+from servegate.endpoints.scripted import ScriptedServer, reply_json
+from servegate.endpoints.types import TokenLogprob
+from servegate.gates.echo_route import EchoCheck, choose
+from servegate.gates.perplexity import native_body, scoring_body
+
+DATA = Path(__file__).parents[2] / "data" / "vllm"
+
+
+def _sample(name: str) -> dict[str, Any]:
+    return dict(json.loads((DATA / name).read_text())["response"])
+
+
+async def _prompt_logprobs(
+    answer: dict[str, Any], body: dict[str, Any]
+) -> tuple[TokenLogprob | None, ...] | None:
+    async with ScriptedServer() as server:
+        server.route("/v1/completions", reply_json(answer))
+        async with OpenAIEndpoint("baseline", server.url) as ep:
+            result = await ep.completion(body)
+    assert result.ok, result.error
+    return result.prompt_logprobs
+
+
+async def test_vllm_native_prompt_logprobs_equal_its_echo_logprobs() -> None:
+    text = json.loads((DATA / "completions-prompt-logprobs.json").read_text())["request"]["body"]
+    native = await _prompt_logprobs(
+        _sample("completions-prompt-logprobs.json"), native_body(text["prompt"])
+    )
+    echo_body = {"prompt": text["prompt"], "max_tokens": 1, "echo": True, "logprobs": 5}
+    echoed = await _prompt_logprobs(_sample("completions-echo-logprobs.json"), echo_body)
+    assert native is not None
+    assert echoed is not None
+    assert len(native) == len(echoed) == 70
+    assert native[0] is None
+    assert echoed[0] is None
+    pairs = list(zip(native[1:], echoed[1:], strict=True))
+    assert all(n is not None and e is not None and n.token == e.token for n, e in pairs)
+    worst = max(abs(n.logprob - e.logprob) for n, e in pairs)  # type: ignore[union-attr]
+    assert worst < 1e-4
+    # the prompt token comes first, ranked wherever it fell (" old" at rank 434), then the top-5
+    assert native[1] is not None
+    assert (native[1].token, round(native[1].logprob, 3)) == (" old", -9.087)
+    assert len(native[1].top) == 6
+
+
+def test_the_native_route_is_preferred_and_checked_like_echo() -> None:
+    check = EchoCheck(offered=True, errors_nats={0: 0.004, 1: 9.0}, native_nats=0.002)
+    route = choose(check, 0.1)
+    assert (route.name, route.shift) == ("native", 0)
+    assert scoring_body(check, "t") == native_body("t")
+    assert "prompt_logprobs" in route.describe()
+    off = EchoCheck(offered=True, errors_nats={0: 0.004}, native_nats=3.0)
+    assert choose(off, 0.1).name == "none"
+
+
+@pytest.mark.parametrize("bad", [[None, "x"], [None, {"1": {"logprob": "nan?"}}], {"a": 1}])
+async def test_garbage_native_prompt_logprobs_fail_the_request_never_crash(bad: Any) -> None:
+    answer = {
+        "choices": [{"index": 0, "text": "x", "finish_reason": "length", "prompt_logprobs": bad}]
+    }
+    async with ScriptedServer() as server:
+        server.route("/v1/completions", reply_json(answer))
+        async with OpenAIEndpoint("baseline", server.url) as ep:
+            result = await ep.completion(native_body("hello"))
+    assert not result.ok
+    assert result.error is not None
+    assert result.error.category == "schema"
