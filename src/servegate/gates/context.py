@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.protocol import Endpoint
@@ -31,9 +32,11 @@ from servegate.gates.context_plan import (
     ProgressFn,
     Step,
     full_grid,
+    long_needle,
     steps,
 )
 from servegate.gates.pair import EndpointPair, timed_out
+from servegate.gates.startup_sizing import discover_context
 
 __all__ = [
     "LONG_STREAM_REQUEST",
@@ -140,7 +143,17 @@ async def collect(
 ) -> ContextEvidence:
     """Send every probe to baseline and candidate (at the same time when the pair allows it),
     each request isolated unless stated."""
-    plan = plan or ContextPlan()
+    contexts: dict[str, int | None] | None = None
+    extra: int | None = None
+    if plan is None:  # the default plan grows a needle to 80 % of the discovered context
+        plan = ContextPlan()
+        contexts = {
+            side: (await discover_context(pair, ep, cfg.probe_deadline_s, NAME))[0]
+            for side, ep in (("baseline", pair.baseline), ("candidate", pair.candidate))
+        }
+        extra = long_needle(contexts, plan)
+        if extra is not None:
+            plan = replace(plan, needles=(*plan.needles, (extra, "middle")))
     todo = steps(plan)
     observations: list[Observation] = []
     hung_at: int | None = None  # the shortest prompt (tokens) the candidate timed out on
@@ -162,5 +175,11 @@ async def collect(
     if progress is not None:
         progress(len(todo), len(todo), "")
     return ContextEvidence(
-        tuple(observations), pair.baseline.base_url, pair.candidate.base_url, pair.model, plan
+        tuple(observations),
+        pair.baseline.base_url,
+        pair.candidate.base_url,
+        pair.model,
+        plan,
+        contexts,
+        extra,
     )

@@ -12,6 +12,7 @@ from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.gates.context_plan import (
     CATEGORY,
+    LONG_NEEDLE_SHARE,
     NAME,
     RUN_LABELS,
     THINK_TAG,
@@ -24,7 +25,7 @@ from servegate.gates.evidence import curl, describe
 from servegate.gates.golden import ProbeStatus
 from servegate.gates.pair import timed_out
 from servegate.verdict.judgement import check, gate_result, not_measured
-from servegate.verdict.model import Finding, GateResult, MetricValue, Severity
+from servegate.verdict.model import Check, Finding, GateResult, MetricValue, Severity
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,40 @@ def _findings(
     ]  # fmt: skip
 
 
+def _long_needle_check(ev: ContextEvidence) -> Check:
+    """Whether recall was measured far into the context: a needle at 80 % of the smaller
+    discovered context, with what it cost; not measured when no side says its context."""
+    title = f"a needle at {LONG_NEEDLE_SHARE:.0%} of the context"
+    if ev.context_tokens is None:
+        return not_measured("long_needle", title, "a custom needle plan was given")
+    known = {s: t for s, t in ev.context_tokens.items() if t is not None}
+    if not known:
+        why = "neither side says its context length (/v1/models, /props): needles stop at " + (
+            f"{max((n for n, _ in ev.plan.needles), default=0)} tokens"
+        )
+        return not_measured("long_needle", title, why)
+    if ev.long_needle_tokens is None:
+        longest = max((n for n, _ in ev.plan.needles), default=0)
+        return check("long_needle", title, failed=False, candidate=f"{longest} tokens",
+                     baseline=f"context {min(known.values())} tokens",
+                     limit="the plan's needles already reach it")  # fmt: skip
+    n = ev.long_needle_tokens
+    probe = next((o for o in ev.observations if o.needle is not None
+                  and o.needle.target_tokens == n), None)  # fmt: skip
+    took = [r.timing.e2el_ms for r in (*probe.baseline, *probe.candidate)] if probe else []
+    cost = max((t for t in took if t is not None), default=None)
+    recalled = probe is not None and bool(probe.candidate) and probe.candidate[0].ok
+    return check(
+        "long_needle",
+        title,
+        failed=False if recalled else None,
+        candidate=f"{n} tokens" + (f", {cost / 1e3:.0f} s at most per side" if cost else ""),
+        baseline=f"context {min(known.values())} tokens",
+        limit="judged with every needle (long-context recall)",
+        reason="" if recalled else "the candidate did not answer the long needle",
+    )
+
+
 def evaluate(ev: ContextEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
     """Judge every probe relative to the baseline: a regression or a leak fails the gate, a hang
     counts as a hang (never as a content regression), and what was not measured is listed."""
@@ -230,6 +265,7 @@ def evaluate(ev: ContextEvidence, policy: Policy, *, strict: bool = False) -> Ga
               candidate=str(hangs), limit=f"≤ {policy.hangs_max}", policy_key="hangs_max",
               row="hangs"),
     ]  # fmt: skip
+    checks.append(_long_needle_check(ev))
     unjudged = [(o, b, c) for o, s, b, c in judged if s is ProbeStatus.INCONCLUSIVE]
     if unjudged:
         why = "; ".join(f"{o.probe}: {(b if b.ok is None or b.errored else c).why}"

@@ -115,6 +115,26 @@ class ContextEvidence:
     candidate_url: str
     model: str | None
     plan: ContextPlan = ContextPlan()
+    # Each side's context in tokens as it said (None: it did not say), and the needle added at
+    # LONG_NEEDLE_SHARE of the smaller one (None: no context known, or the plan already reaches it)
+    context_tokens: dict[str, int | None] | None = None
+    long_needle_tokens: int | None = None
+
+
+# A needle this far into the smaller discovered context: position and truncation bugs show at
+# long positions first, and a fixed 2,500-token needle is 2 % of a 128k context.
+LONG_NEEDLE_SHARE = 0.8
+
+
+def long_needle(contexts: Mapping[str, int | None], plan: ContextPlan) -> int | None:
+    """The length of the needle at LONG_NEEDLE_SHARE of the smaller known context, or None when
+    no context is known or the plan's needles already reach that far."""
+    known = [t for t in contexts.values() if t is not None]
+    if not known:
+        return None
+    tokens = int(min(known) * LONG_NEEDLE_SHARE) // 100 * 100
+    longest = max((n for n, _ in plan.needles), default=0)
+    return tokens if tokens > longest else None
 
 
 def full_grid(

@@ -91,8 +91,12 @@ def _json(resp: Any) -> Any:
         return None
 
 
-async def _context(pair: EndpointPair, ep: Endpoint, deadline_s: float) -> tuple[int | None, str]:
-    probe = pair.recording(ep, gate=NAME, probe="context")
+async def discover_context(
+    pair: EndpointPair, ep: Endpoint, deadline_s: float, gate: str = NAME
+) -> tuple[int | None, str]:
+    """One side's context length in tokens and where it came from; (None, why) when the server
+    does not say."""
+    probe = pair.recording(ep, gate=gate, probe="context")
     listing = _json(await probe.raw("GET", "/models", deadline_s=deadline_s))
     fields = model_fields(listing, pair.model)
     if "server.max_context" not in fields:
@@ -142,7 +146,7 @@ async def size(pair: EndpointPair, cfg: GateConfig) -> ImpossibleSize:
     """The over-long prompt for both sides: past the larger discovered context."""
     dl = cfg.probe_deadline_s
     found = {
-        side: await _context(pair, ep, dl)
+        side: await discover_context(pair, ep, dl)
         for side, ep in (("baseline", pair.baseline), ("candidate", pair.candidate))
     }
     contexts = {side: t for side, (t, _) in found.items()}

@@ -20,6 +20,7 @@ from servegate.gates.context import (
     judge,
     steps,
 )
+from servegate.gates.context_plan import long_needle
 from servegate.gates.golden import ProbeStatus
 from servegate.probes.needles import make_needle
 from servegate.verdict.model import Severity, Status
@@ -353,3 +354,28 @@ def test_the_full_grid_has_every_length_at_every_position() -> None:
     assert len(grid) == 9
     assert grid[4] == (1500, "middle")
     assert len(steps(ContextPlan(needles=grid))) == 13  # the cache probe doubles as one needle
+
+
+@pytest.mark.parametrize(
+    ("contexts", "tokens"),
+    [
+        ({"baseline": 4096, "candidate": 4096}, 3200),  # vLLM --max-model-len 4096
+        ({"baseline": 32768, "candidate": 8192}, 6500),  # the smaller context bounds it
+        ({"baseline": 2048, "candidate": None}, None),  # the plan's 2,500 already reach past it
+        ({"baseline": None, "candidate": None}, None),  # llama-cpp-python does not say
+    ],
+    ids=["4k", "smaller-side", "short-context", "unknown"],
+)
+def test_a_needle_is_added_at_80_percent_of_the_smaller_discovered_context(
+    contexts: dict[str, int | None], tokens: int | None
+) -> None:
+    assert long_needle(contexts, ContextPlan()) == tokens
+
+
+def test_an_undiscoverable_context_leaves_the_long_needle_not_measured() -> None:
+    ev = ContextEvidence((), "http://b/v1", "http://c/v1", "m", ContextPlan(),
+                         {"baseline": None, "candidate": None}, None)  # fmt: skip
+    result = evaluate(ev, Policy())
+    check = next(c for c in result.checks if c.name == "long_needle")
+    assert check.outcome == "not-measured"
+    assert "neither side says its context length" in check.reason
