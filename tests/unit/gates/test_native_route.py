@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from servegate.endpoints.http import OpenAIEndpoint
-from servegate.endpoints.scripted import ScriptedServer, reply_json
+from servegate.endpoints.scripted import Conn, Request, ScriptedServer, reply_bytes, reply_json
 from servegate.endpoints.types import TokenLogprob
 from servegate.gates.echo_route import EchoCheck, choose
+from servegate.gates.pair import EndpointPair
 from servegate.gates.perplexity import native_body, scoring_body
 
 DATA = Path(__file__).parents[2] / "data" / "vllm"
@@ -77,3 +78,38 @@ async def test_garbage_native_prompt_logprobs_fail_the_request_never_crash(bad: 
     assert not result.ok
     assert result.error is not None
     assert result.error.category == "schema"
+
+
+async def test_nan_in_echo_logprobs_leaves_the_side_without_a_route_with_one_line() -> None:
+    # Bad input (issue 18): a server whose echo logprobs hold NaN is not measured, never a crash
+    # and never a verdict drawn from them.
+    from servegate.gates.perplexity import alignment
+
+    logprobs = {
+        "tokens": [" Paris", "."],
+        "token_logprobs": [-0.4, -0.9],
+        "top_logprobs": [{" Paris": -0.4}, {".": -0.9}],
+        "text_offset": [0, 6],
+    }
+    generated = {"choices": [{"index": 0, "text": " Paris.", "finish_reason": "length",
+                              "logprobs": logprobs}]}  # fmt: skip
+    echoed = (
+        '{"choices": [{"index": 0, "text": "x", "finish_reason": "length", "logprobs": '
+        '{"tokens": ["The", " capital", " Paris", "."], "token_logprobs": [null, NaN, -0.4, -0.9],'
+        ' "top_logprobs": [null, {}, {}, {}], "text_offset": [0, 3, 11, 17]}}]}'
+    )
+
+    async def reply(request: Request, conn: Conn) -> None:
+        if request.json().get("echo"):
+            await reply_bytes(echoed.encode())(request, conn)
+        else:
+            await reply_json(generated)(request, conn)
+
+    async with ScriptedServer() as server:
+        server.route("/v1/completions", reply)
+        async with OpenAIEndpoint("candidate", server.url) as ep:
+            check = await alignment(EndpointPair(ep, ep, model="m"), ep, 5.0)
+    route = choose(check, 0.1)
+    assert route.name == "none"
+    assert "non_finite_logprob" in route.reason
+    assert "\n" not in route.reason
