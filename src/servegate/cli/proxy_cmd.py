@@ -177,12 +177,14 @@ def proxy_command(
     candidate_timeout_s: float,
     seed: int | None,
 ) -> None:
+    from servegate.canary.deadline_rule import DeadlineRule
     from servegate.proxy import Proxy, ProxySettings, ProxySettingsError, Upstream
     from servegate.store.errors import StoreError
     from servegate.store.proxy_records import ProxyRecorder
     from servegate.store.writer import DEFAULT_DB, open_engine
 
     host, port = _listen(listen)
+    policy = _policy(policy_path) if mode == "canary" else None
     try:
         settings = ProxySettings(
             primary=Upstream.parse("primary", primary),
@@ -196,6 +198,9 @@ def proxy_command(
             mirror_workers=mirror_workers,
             candidate_timeout_s=candidate_timeout_s,
             seed=seed,
+            candidate_deadlines=DeadlineRule()
+            if policy is None
+            else DeadlineRule.from_policy(policy),
         )
     except ProxySettingsError as exc:
         fail(str(exc), 2)
@@ -207,7 +212,6 @@ def proxy_command(
     if capture is not None and capture.parent and not capture.parent.is_dir():
         fail(f"--capture: folder {capture.parent} does not exist", 2)
     plan = _plan(steps, interval) if settings.mode == "canary" else None
-    policy = _policy(policy_path) if settings.mode == "canary" else None
     controller = None
     try:
         engine = open_engine(db or DEFAULT_DB)

@@ -214,6 +214,45 @@ class CanaryPolicy(_Frozen):
         "critical: they lower the score; severe cases are garbage, which is.",
     )
 
+    candidate_timeout_factor: float = _key(
+        3.0,
+        "× the primary's P95",
+        "The candidate's own deadlines in canary mode, as the gates scale a deadline by the "
+        "baseline's latency (3×): a candidate request gives up after this many times the "
+        "primary's P95 E2EL of its recent answers (total), or after this many times the "
+        "primary's P95 longest wait for a byte (idle: before the headers or between chunks). "
+        "A deadline hit is a timeout of the candidate, an error of its interval.",
+        gt=1.0,
+    )
+    candidate_timeout_min_s: float = _key(
+        5.0,
+        "seconds",
+        "The derived deadlines are never shorter than this: a primary that answers in "
+        "milliseconds does not make a slower but healthy candidate a hang.",
+        gt=0.0,
+    )
+    candidate_timeout_start_s: float = _key(
+        60.0,
+        "seconds",
+        "The candidate's total and idle deadlines until the primary has min_requests answers "
+        "to derive them from (a proxy that just started).",
+        gt=0.0,
+    )
+    candidate_total_timeout_s: float | None = _key(
+        None,
+        "seconds",
+        "A fixed total deadline for every candidate request in canary mode, instead of the "
+        "derived one (null: derived).",
+        gt=0.0,
+    )
+    candidate_idle_timeout_s: float | None = _key(
+        None,
+        "seconds",
+        "A fixed idle deadline (no byte for this long, headers included) for every candidate "
+        "request in canary mode, instead of the derived one (null: derived).",
+        gt=0.0,
+    )
+
     @model_validator(mode="after")
     def _marks_in_order(self) -> CanaryPolicy:
         if self.marginal_score > self.pass_score:

@@ -33,6 +33,7 @@ from servegate.canary.protocol import CanaryController, Observation, Side
 from servegate.endpoints.types import Completion
 from servegate.proxy.comparison import compare_pair
 from servegate.proxy.content import request_metrics
+from servegate.proxy.deadlines import CandidateDeadlines
 from servegate.proxy.exchange import MIRRORED_PATHS, Exchange, completion_of
 from servegate.proxy.exposition import CONTENT_TYPE, ProxyMetrics
 from servegate.proxy.forwarding import (
@@ -110,6 +111,7 @@ class Proxy:
             total=settings.primary_timeout_s, sock_connect=settings.primary_connect_timeout_s
         )
         self._candidate_timeout = aiohttp.ClientTimeout(total=settings.candidate_timeout_s)
+        self.deadlines = CandidateDeadlines(settings.candidate_deadlines)
 
     # lifecycle ---------------------------------------------------------------------------------
 
@@ -251,6 +253,14 @@ class Proxy:
         job = None
         if routable and self.controller is None and self._rng.random() < self.settings.sample:
             job = self._mirror(scope, path, body)
+        limits = self._primary_timeout
+        if side == "candidate":  # the side under test never waits without a limit
+            due = self.deadlines.current()
+            limits = aiohttp.ClientTimeout(
+                total=due.total_s,
+                sock_read=due.idle_s,
+                sock_connect=min(due.idle_s, self.settings.primary_connect_timeout_s),
+            )
         try:
             exchange = await relay(
                 self._session,
@@ -258,7 +268,7 @@ class Proxy:
                 url=upstream.url(raw_path, scope.get("query_string", b"")),
                 headers=headers,
                 body=body,
-                limits=self._primary_timeout,
+                limits=limits,
                 receive=receive,
                 send=send,
                 keep_bytes=self.settings.record_bytes,
@@ -268,6 +278,13 @@ class Proxy:
             if job is not None:
                 job.primary.cancel()  # the pair is abandoned with the request
             raise
+        if (
+            routable
+            and side == "primary"
+            and exchange.error is None
+            and (exchange.status or 500) < 400
+        ):
+            self.deadlines.observe(exchange)
         # The user has the last byte: measuring, pairing and recording start now.
         if job is not None:
             job.primary.set_result(exchange)
@@ -318,14 +335,14 @@ class Proxy:
             assert self._sink is not None
             headers = tuple(upstream_headers(scope["headers"]))
             self._sink.put(Record(path=path, request=request, headers=headers))
-        if exchange.client_gone:
-            return None  # an answer the user walked away from is not the side's fault
+        # An answer the user walked away from counts too (class `abandoned`): users give up on
+        # both sides alike unless one side makes them wait, which is that side's fault.
         completion = None
         if isinstance(request, dict):
             completion = completion_of(exchange, path, request)
             metrics = request_metrics(exchange, completion, request)
         else:
-            metrics = {"error": float(exchange.failed), "timeout": float(exchange.timed_out)}
+            metrics = request_metrics(exchange, None, {})
         self.metrics.served(side, metrics)
         if self.controller is not None:
             self.controller.observe(Observation(side=side, at=time.time(), metrics=metrics))

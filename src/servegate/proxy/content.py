@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.probes.structure import parse_json
 from servegate.proxy.exchange import Exchange
+from servegate.stats.answers import AnswerClass, AnswerClassification, classify_answer
 from servegate.stats.degeneration import degeneration_metrics, is_severe, repeated_token_ratio
 
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
+HUNG = frozenset({AnswerClass.TIMEOUT, AnswerClass.ABANDONED})
 
 
 def asks_for_json(request: Mapping[str, Any]) -> bool:
@@ -33,20 +36,56 @@ def json_failure(completion: Completion) -> bool:
     return error is not None
 
 
+def classify_exchange(
+    exchange: Exchange, completion: Completion | None, request: Mapping[str, Any]
+) -> AnswerClassification:
+    """The answer's class by the one classifier (stats/answers.py); without a Completion (a path
+    with no text, or an answer too large to keep) from the exchange's status alone."""
+    if completion is not None:
+        error = completion.error
+        return classify_answer(
+            error=None if error is None else error.category.value,
+            error_message="" if error is None else error.message,
+            text=completion.text,
+            tool_calls=len(completion.tool_calls),
+            tool_args_valid=all(call.arguments_valid for call in completion.tool_calls),
+            finish_reason=completion.finish_reason,
+            streamed=bool(request.get("stream")),
+            json_asked=asks_for_json(request),
+        )
+    if exchange.client_gone:
+        return classify_answer(
+            error=ErrorCategory.CANCELLED.value, error_message=exchange.error or ""
+        )
+    if exchange.timed_out:
+        return classify_answer(
+            error=ErrorCategory.TIMEOUT.value, error_message=exchange.error or ""
+        )
+    if exchange.error is not None or exchange.status is None or exchange.status >= 400:
+        return classify_answer(
+            error=ErrorCategory.SERVER.value,
+            error_message=exchange.error or f"HTTP {exchange.status}",
+        )
+    return classify_answer(error=None)
+
+
 def request_metrics(
     exchange: Exchange, completion: Completion | None, request: Mapping[str, Any]
 ) -> dict[str, float]:
     """Every METRICS value measurable for this request; what was not measured is absent."""
+    answer = classify_exchange(exchange, completion, request)
     metrics: dict[str, float] = {
-        "error": float(exchange.failed),
-        "timeout": float(exchange.timed_out),
+        "error": float(not answer.ok),
+        "timeout": float(answer.kind in HUNG),
+        f"answer_{answer.kind.value}": 1.0,
     }
-    if exchange.done_ns is not None and exchange.error is None:
+    # A bad answer's latency is no latency sample (as in the gates: latencies of ok answers).
+    if answer.ok and exchange.done_ns is not None:
         metrics["e2el_ms"] = (exchange.done_ns - exchange.sent_ns) / 1e6
     if completion is None or not completion.ok:
         return metrics
     timing = completion.timing
-    if timing.token_chunk_ns:
+    if answer.ok and timing.token_chunk_ns:
         metrics["ttft_ms"] = (timing.token_chunk_ns[0] - timing.sent_ns) / 1e6
     text = completion.text
     degeneration = degeneration_metrics(text)

@@ -54,12 +54,21 @@ class Exchange:
         self.kept_bytes += len(data)
 
     @property
+    def longest_wait_ns(self) -> int:
+        """The longest time without a byte: before the first chunk, or between two."""
+        last, longest = self.sent_ns, 0
+        for at in self.arrivals_ns:
+            longest, last = max(longest, at - last), at
+        return longest
+
+    @property
     def body(self) -> bytes:
         return b"".join(self.chunks)
 
     @property
     def failed(self) -> bool:
-        """Error by METRICS' definition: HTTP >= 500, connection error or timeout."""
+        """The transport's failure: HTTP >= 500, connection error or timeout (the answer's own
+        class, content included, is `content.classify_exchange`'s)."""
         return self.error is not None or (self.status is not None and self.status >= 500)
 
     def as_record(self, max_chars: int = 65_536) -> dict[str, Any]:
@@ -89,7 +98,13 @@ def completion_of(exchange: Exchange, path: str, request: Mapping[str, Any]) -> 
     draft = CompletionDraft()
     try:
         if exchange.error is not None:
-            category = ErrorCategory.TIMEOUT if exchange.timed_out else ErrorCategory.INFRA
+            category = (
+                ErrorCategory.CANCELLED
+                if exchange.client_gone
+                else ErrorCategory.TIMEOUT
+                if exchange.timed_out
+                else ErrorCategory.INFRA
+            )
             raise FaultError(category, exchange.error)
         if exchange.status is None or not 200 <= exchange.status < 300:
             message = ""

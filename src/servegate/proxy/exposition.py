@@ -14,6 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from servegate.canary.protocol import ANSWER_PREFIX
 from servegate.proxy.comparison import PairComparison
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -61,6 +62,11 @@ class ProxyMetrics:
         self.tool_call_outputs = Counter(
             f"{PREFIX}_tool_call_outputs", "answers that carried tool calls", side, registry=r
         )
+        self.answers = Counter(
+            f"{PREFIX}_answers",
+            "answers by the one answer classifier's class (servegate.stats.answers)",
+            ["side", "answer_class"], registry=r,
+        )  # fmt: skip
         self.flags = {
             name: Counter(f"{PREFIX}_{suffix}", f"requests with {name}=1", side, registry=r)
             for name, suffix in FLAGS.items()
@@ -158,6 +164,9 @@ class ProxyMetrics:
             self.json_requests.labels(side).inc()
         if "tool_call_parse_failure" in metrics:
             self.tool_call_outputs.labels(side).inc()
+        for name in metrics:
+            if name.startswith(ANSWER_PREFIX):
+                self.answers.labels(side, name.removeprefix(ANSWER_PREFIX)).inc()
         for name, counter in self.flags.items():
             if metrics.get(name):
                 counter.labels(side).inc()

@@ -3,10 +3,12 @@ mirror's sample and bounds, and limits on what it accepts and keeps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from yarl import URL
+
+from servegate.canary.deadline_rule import DeadlineRule
 
 Mode = Literal["shadow", "canary"]
 
@@ -66,6 +68,8 @@ class ProxySettings:
     record_bytes: int = 4 * 1024 * 1024  # an answer larger than this is served but not measured
     record_queue_size: int = 256  # records waiting for the store writer; beyond it, dropped
     seed: int | None = None  # for the sampling draw (tests, replays of a session)
+    # canary mode: the candidate's own total and idle deadlines (policy canary.candidate_*)
+    candidate_deadlines: DeadlineRule = field(default_factory=DeadlineRule)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.sample <= 1.0:

@@ -106,7 +106,7 @@ def test_a_candidate_that_timed_out_is_a_failed_side_with_its_timeout_counted() 
     hung = Exchange(sent_ns=0, error="no answer", timed_out=True, done_ns=3000 * MS)
     c = compare_pair(CHAT_PATH, GREEDY, _body("4"), hung)
     assert c.candidate_ok is False
-    assert c.candidate_metrics == {"error": 1.0, "timeout": 1.0}
+    assert c.candidate_metrics == {"error": 1.0, "timeout": 1.0, "answer_timeout": 1.0}
 
 
 def test_embeddings_are_compared_by_cosine() -> None:
