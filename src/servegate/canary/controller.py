@@ -11,6 +11,11 @@ at the interval's end `tick` judges it (judge.py) and acts:
   answers, at most `canary.max_extensions` times per step, after which it rolls back (a
   candidate that could not be judged is never promoted).
 
+Fail safe: when a decision cannot be computed or recorded (the store locked past its busy
+timeout, any exception), the controller stops routing to the candidate (weight 0), says so in its
+snapshot (`fault`, counted in `faults`), and the proxy's healthz and Flagger's hooks answer "not
+ready" until the proxy is restarted, which resumes from the last state the store holds.
+
 Every decision goes to the recorder with the state it led to; a controller built from a saved
 state resumes at that step (the interrupted interval starts again: answers are not saved).
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +43,7 @@ from servegate.config.models import Policy
 Phase = Literal["progressing", "promoted", "rolled_back", "finalised"]
 Action = Literal["promote", "hold", "rollback", "complete", "finalise"]
 STATE_VERSION = 1
+log = logging.getLogger("servegate.canary")
 # Per side and metric and interval; beyond this a uniform sample of this many is judged. Judging
 # 10 metrics of 20,000 answers a side took ~0.1 s on one busy core (benchmarks/RESULTS.md).
 MAX_SAMPLES = 20_000
@@ -135,6 +142,10 @@ class Controller:
         self.step_index, self.phase, self.extensions = 0, "progressing", 0
         self.weight = plan.steps[0]
         self.last_decision: Decision | None = None
+        # Fail safe: set when a decision could not be computed or recorded; from then on every
+        # request goes to the primary and the hooks answer "not ready" until a restart.
+        self.fault: str | None = None
+        self.faults = 0
         if state is not None:
             self._resume(state)
         self._window = _Window(now)
@@ -159,6 +170,8 @@ class Controller:
 
     def choose(self, u: float) -> Side:
         """The side that serves a request, given `u` drawn uniformly from [0, 1)."""
+        if self.fault is not None:
+            return "primary"
         share = self.weight / 100
         if u < share:
             return "candidate"
@@ -175,7 +188,11 @@ class Controller:
     def observe(self, observation: Observation) -> None:
         """File one answer into the current interval; answers from before it started, or after
         the canary finished, judge nothing."""
-        if self.phase != "progressing" or observation.at < self._window.started_at:
+        if (
+            self.phase != "progressing"
+            or self.fault is not None
+            or observation.at < self._window.started_at
+        ):
             return
         self._window.add(observation)
 
@@ -193,10 +210,22 @@ class Controller:
                     pass
             closed_at, judged_window = self._clock(), self._window
             self._window = _Window(closed_at)
-            judged = await asyncio.to_thread(self._judge, judged_window)
-            decision = self._decide(judged, judged_window, closed_at)
-            if self._recorder is not None:
-                await asyncio.to_thread(self._recorder.record, decision, self.state())
+            try:
+                judged = await asyncio.to_thread(self._judge, judged_window)
+                decision = self._decide(judged, judged_window, closed_at)
+                if self._recorder is not None:
+                    await asyncio.to_thread(self._recorder.record, decision, self.state())
+            except Exception as exc:  # any failure here must fail safe
+                self.fail_safe(f"the interval's decision could not be made or recorded: {exc}")
+                return
+
+    def fail_safe(self, reason: str) -> None:
+        """Stop routing to the candidate: the controller cannot trust its own state. The store
+        keeps the last recorded state, so a restarted proxy resumes from there."""
+        self.fault = reason
+        self.faults += 1
+        self.weight = 0.0
+        log.error("servegate canary failed safe, every request to the primary: %s", reason)
 
     async def finish(self, reason: str, evidence: Mapping[str, Any]) -> Decision:
         """End the canary for good: phase `finalised`, weight 0 (every request to the primary,
@@ -218,7 +247,10 @@ class Controller:
         self._window = _Window(decision.decided_at)
         self.last_decision = decision
         if self._recorder is not None:
-            await asyncio.to_thread(self._recorder.record, decision, self.state())
+            try:
+                await asyncio.to_thread(self._recorder.record, decision, self.state())
+            except Exception as exc:  # any failure here must fail safe
+                self.fail_safe(f"the finalisation could not be recorded: {exc}")
         return decision
 
     def snapshot(self) -> dict[str, Any]:
@@ -229,6 +261,8 @@ class Controller:
             "interval_started_at": self._window.started_at,
             "due_at": self.due_at,
             "requests": dict(self._window.requests),
+            "fault": self.fault,
+            "faults": self.faults,
         }
 
     # --- judgement -------------------------------------------------------------------------

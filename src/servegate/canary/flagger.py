@@ -18,6 +18,9 @@ check (Flagger's docs/gitbook/usage/webhooks.md, v1.44.0). Mounted by `servegate
   canary no longer sends users to a service with no pods. 200 once finalised; Flagger only logs
   the answer.
 
+A controller that failed safe (it could not compute or record a decision: every request goes to
+the primary) makes every hook answer 503, "not ready".
+
 After `finalised` the decision hooks answer 503 (409 for `rollback`): that session judged its
 rollout; the next rollout needs a new proxy session (`--session`).
 
@@ -86,6 +89,11 @@ def decide(hook: str, state: Mapping[str, Any]) -> tuple[int, str]:
     last = state.get("last_decision") or {}
     action, reason = last.get("action"), last.get("reason", "")
     weight = _percent(state.get("weight"))
+    if state.get("fault"):
+        return 503, (
+            f"servegate's canary failed safe ({state['fault']}): every request goes to the "
+            "primary; not ready until the proxy is restarted"
+        )
     if phase == "finalised":
         return (409 if hook == "rollback" else 503), (
             f"servegate's canary was finalised ({reason}); a new rollout needs a new session"
@@ -145,6 +153,10 @@ def flagger_routes(
         reason = _finish_reason(body, before)
         payload = {k: body[k] for k in (*FIELDS, "checksum") if k in body}
         await finish(reason, {"flagger": payload})
+        fault = snapshot().get("fault")
+        if fault:  # every request goes to the primary, but the store does not know it
+            return JSONResponse({"go": False, "reason": f"servegate failed safe: {fault}",
+                                 "hook": FINISH_HOOK, "canary": payload}, 503)  # fmt: skip
         return JSONResponse({"go": True, "reason": reason, "hook": FINISH_HOOK, "canary": payload})
 
     def endpoint(hook: str) -> Callable[[Request], Any]:

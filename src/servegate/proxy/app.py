@@ -180,7 +180,8 @@ class Proxy:
         return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def _health_endpoint(self, _request: Request) -> Response:
-        return JSONResponse(self.health())
+        health = self.health()
+        return JSONResponse(health, 200 if health["status"] == "ok" else 503)
 
     @property
     def mirrors_in_flight(self) -> int:
@@ -188,9 +189,12 @@ class Proxy:
         return self._mirrors_taken - self._pairs_judged
 
     def health(self) -> dict[str, Any]:
-        """What /servegate/healthz answers."""
+        """What /servegate/healthz answers (HTTP 503 unless `status` is ok)."""
+        canary = None if self.controller is None else dict(self.controller.snapshot())
+        fault = None if canary is None else canary.get("fault")
         return {
-            "status": "ok",
+            "status": "ok" if not fault else "unhealthy",
+            "fault": fault,
             "mode": self.settings.mode,
             # a user's answer counts until it is measured: its metrics and capture follow it
             "in_flight": self.in_flight + self._measures_queued - self._measured,
@@ -201,7 +205,7 @@ class Proxy:
             "mirror_pairs": self.pairs,
             "records_written": self._sink.written if self._sink else 0,
             "records_pending": self._sink.pending if self._sink else 0,
-            "canary": None if self.controller is None else dict(self.controller.snapshot()),
+            "canary": canary,
         }
 
     # the user path -----------------------------------------------------------------------------

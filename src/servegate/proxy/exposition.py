@@ -134,6 +134,13 @@ class ProxyMetrics:
             "1 for the action of the canary's last judged interval, 0 for the others",
             ["action"], registry=r,
         )  # fmt: skip
+        self.canary_faults = Counter(
+            f"{PREFIX}_canary_faults",
+            "decisions the canary controller could not compute or record (it failed safe: "
+            "every request to the primary, healthz unhealthy, Flagger hooks not ready)",
+            registry=r,
+        )
+        self._faults_seen = 0
         self.canary_score = Gauge(
             f"{PREFIX}_canary_last_score",
             "score (0-100) of the last judged interval; NaN when it had none",
@@ -142,6 +149,10 @@ class ProxyMetrics:
 
     def canary(self, snapshot: Mapping[str, Any]) -> None:
         """Set the canary gauges from the controller's snapshot."""
+        faults = snapshot.get("faults")
+        if isinstance(faults, int) and faults > self._faults_seen:
+            self.canary_faults.inc(faults - self._faults_seen)
+            self._faults_seen = faults
         weight, step = snapshot.get("weight"), snapshot.get("step_index")
         if isinstance(weight, int | float):
             self.canary_weight.set(weight)
