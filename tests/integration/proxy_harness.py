@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 VOLATILE = ("id", "created", "system_fingerprint")
+PROXY = (sys.executable, "-m", "servegate", "proxy")
 
 
 @dataclass(frozen=True)
 class RunningProxy:
     url: str  # http://127.0.0.1:PORT
     process: subprocess.Popen[str]
+    admin_url: str | None = None  # the admin address (canary mode), http://127.0.0.1:PORT
 
     @property
     def base_url(self) -> str:
@@ -75,7 +78,7 @@ def metric(text: str, name: str, **labels: str) -> float:
 def start_proxy(*args: str, env: dict[str, str] | None = None) -> Iterator[RunningProxy]:
     """`servegate proxy ARGS --listen 127.0.0.1:0`, until the block ends (then SIGTERM, wait)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "servegate", "proxy", *args, "--listen", "127.0.0.1:0"],
+        [*PROXY, *args, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -89,7 +92,8 @@ def start_proxy(*args: str, env: dict[str, str] | None = None) -> Iterator[Runni
             _, err = process.communicate(timeout=10)
             raise AssertionError(f"proxy did not start: {line!r} {err[-2000:]}")
         url = line.split("listening on ", 1)[1].split("/v1", 1)[0]
-        yield RunningProxy(url=url, process=process)
+        admin = re.search(r"admin endpoints on (http://[0-9.]+:[0-9]+)", line)
+        yield RunningProxy(url=url, process=process, admin_url=admin and admin.group(1))
     finally:
         process.terminate()
         try:

@@ -75,8 +75,10 @@ def _flagger(
     proxy: RunningProxy, hook: str, phase: str = "Progressing"
 ) -> tuple[int, dict[str, Any]]:
     payload = {"name": "llm", "namespace": "test", "phase": phase, "metadata": {}}
+    # post-rollout changes state: only the admin address (loopback) takes it
+    base = proxy.admin_url if hook == "post-rollout" else proxy.url
     request = urllib.request.Request(
-        f"{proxy.url}/servegate/flagger/{hook}", data=json.dumps(payload).encode(),
+        f"{base}/servegate/flagger/{hook}", data=json.dumps(payload).encode(),
         headers={"Content-Type": "application/json"},
     )  # fmt: skip
     try:

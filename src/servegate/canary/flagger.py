@@ -12,7 +12,8 @@ check (Flagger's docs/gitbook/usage/webhooks.md, v1.44.0). Mounted by `servegate
   (Flagger keeps running its checks and waits);
 - `rollback`: Flagger's rollback hook stops the analysis and fails the canary on a 2xx, so it
   answers 200 exactly when servegate has rolled back, and 409 otherwise;
-- `post-rollout`: Flagger is done (phase Succeeded or Failed) and has scaled its canary
+- `post-rollout` (state-changing: only on the admin address or with the admin bearer token,
+  else 403): Flagger is done (phase Succeeded or Failed) and has scaled its canary
   Deployment to zero, its primary now running whichever version won. servegate ends its canary
   (`finalised`: every request to the primary, recorded with Flagger's payload), so a promoted
   canary no longer sends users to a service with no pods. 200 once finalised; Flagger only logs
@@ -40,6 +41,14 @@ from starlette.routing import Route
 Snapshot = Callable[[], Mapping[str, Any]]
 # Ends the canary (reason, evidence) -> the decision taken; None where no canary is behind.
 Finish = Callable[[str, Mapping[str, Any]], Awaitable[object]]
+# Why a request may not change state (None: it may); post-rollout asks it first.
+Admit = Callable[[Request], "str | None"]
+
+
+def _nobody(_request: Request) -> str | None:
+    return "state-changing endpoint: no admin access is configured"
+
+
 MAX_BODY_BYTES = 64 * 1024
 FIELDS = ("name", "namespace", "phase")
 HOOKS = ("pre-rollout", "rollout", "confirm-promotion", "rollback")  # read the judgement only
@@ -135,13 +144,20 @@ def _finish_reason(body: Mapping[str, Any], before: Mapping[str, Any]) -> str:
 
 
 def flagger_routes(
-    snapshot: Snapshot, prefix: str = "/servegate/flagger", finish: Finish | None = None
+    snapshot: Snapshot,
+    prefix: str = "/servegate/flagger",
+    finish: Finish | None = None,
+    admit: Admit = _nobody,
 ) -> list[Route]:
     """Routes for Flagger's pre-rollout, rollout, confirm-promotion and rollback webhooks
     (POST `{prefix}/{hook}`), each answered from `snapshot()` — the canary controller's, read at
-    the time of the call — and for its post-rollout hook, which calls `finish`."""
+    the time of the call — and for its post-rollout hook, which calls `finish` once `admit`
+    lets the request change state (by default nobody: 403)."""
 
     async def post_rollout(request: Request) -> JSONResponse:
+        refused = admit(request)
+        if refused is not None:
+            return JSONResponse({"go": False, "reason": refused, "hook": FINISH_HOOK}, 403)
         body = await _body_or_refusal(request)
         if isinstance(body, JSONResponse):
             return body

@@ -38,7 +38,8 @@ the share starts at the first of --steps (percent), each --interval the candidat
 judged against the primary's (--policy, `canary.*` keys) and the share moves to the next step,
 holds, or rolls back to 0 %; every decision is recorded in --db with its evidence, and a
 restarted proxy resumes the session's canary where it stood. Flagger's webhooks are answered at
-POST /servegate/flagger/{pre-rollout,rollout,confirm-promotion,rollback}.
+POST /servegate/flagger/{pre-rollout,rollout,confirm-promotion,rollback}; post-rollout, which
+ends the canary, only on --admin-listen (loopback by default) or with the --admin-token-env token.
 
 \b
 Example:
@@ -51,22 +52,30 @@ Example:
 
 DEFAULT_STEPS = "1,10,50,100"
 DEFAULT_INTERVAL = "60s"
+DEFAULT_ADMIN_LISTEN = "127.0.0.1:8081"
 
 
-def _listen(value: str) -> tuple[str, int]:
+def _listen(value: str, option: str = "--listen") -> tuple[str, int]:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--listen")
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint=option)
     return host.strip("[]"), int(port)
 
 
-def _key(var: str | None) -> str | None:
+def _key(var: str | None, option: str = "--candidate-key-env") -> str | None:
     if var is None:
         return None
     key = os.environ.get(var)
     if not key:
-        fail(f"--candidate-key-env: environment variable {var} is not set", 2)
+        fail(f"{option}: environment variable {var} is not set", 2)
     return key
+
+
+def _bind(host: str, port: int, option: str, text: str) -> socket.socket:
+    try:
+        return socket.create_server((host, port))
+    except OSError as exc:
+        fail(f"{option} {text}: cannot listen: {exc.strerror or exc}", 2)
 
 
 @click.command("proxy", help=HELP)
@@ -156,6 +165,21 @@ def _key(var: str | None) -> str | None:
     show_default=True,
     help="A mirrored request gives up after this many seconds.",
 )
+@click.option(
+    "--admin-listen",
+    default=DEFAULT_ADMIN_LISTEN,
+    show_default=True,
+    help="Canary mode: HOST:PORT of the admin address, the only listener that serves "
+    "state-changing endpoints (Flagger's post-rollout) without a token. Keep it on loopback, "
+    "or reachable only by the rollout system (docs/deploy.md).",
+)
+@click.option(
+    "--admin-token-env",
+    default=None,
+    metavar="VAR",
+    help="Environment variable holding a bearer token that also admits state-changing "
+    "requests on the user port (Authorization: Bearer <token>).",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the sampling draw.")
 def proxy_command(
     primary: str,
@@ -175,10 +199,13 @@ def proxy_command(
     queue_size: int,
     mirror_workers: int,
     candidate_timeout_s: float,
+    admin_listen: str,
+    admin_token_env: str | None,
     seed: int | None,
 ) -> None:
     from servegate.canary.deadline_rule import DeadlineRule
     from servegate.proxy import Proxy, ProxySettings, ProxySettingsError, Upstream
+    from servegate.proxy.admin import AdminAccess
     from servegate.store.errors import StoreError
     from servegate.store.proxy_records import ProxyRecorder
     from servegate.store.writer import DEFAULT_DB, open_engine
@@ -229,11 +256,17 @@ def proxy_command(
         )
     except StoreError as exc:
         fail(str(exc), 2)
-    try:
-        sock = socket.create_server((host, port))
-    except OSError as exc:
-        fail(f"--listen {listen}: cannot listen: {exc.strerror or exc}", 2)
-    proxy = Proxy(settings, controller=controller, recorder=recorder, capture=capture)
+    token = _key(admin_token_env, "--admin-token-env")
+    sock = _bind(host, port, "--listen", listen)
+    sockets = [sock]
+    admin_note = ""
+    if controller is not None:  # only a canary has state to change
+        admin_host, admin_port = _listen(admin_listen, "--admin-listen")
+        admin_sock = _bind(admin_host, admin_port, "--admin-listen", admin_listen)
+        sockets.append(admin_sock)
+        admin_note = f"; admin endpoints on http://{admin_host}:{admin_sock.getsockname()[1]}"
+    admin = AdminAccess(token=token, ports=frozenset(s.getsockname()[1] for s in sockets[1:]))
+    proxy = Proxy(settings, controller=controller, recorder=recorder, capture=capture, admin=admin)
     bound = sock.getsockname()[1]
     if controller is None:
         how = f"shadow, sample {settings.sample:g}"
@@ -244,11 +277,11 @@ def proxy_command(
             f"of {len(controller.plan.steps)}), interval {controller.plan.interval_s:g} s"
         )
     click.echo(
-        f"servegate proxy: listening on http://{host}:{bound}/v1 ({how}); "
+        f"servegate proxy: listening on http://{host}:{bound}/v1 ({how}){admin_note}; "
         "metrics at /servegate/metrics",
         err=False,
     )
-    _serve(proxy, sock)
+    _serve(proxy, sockets)
 
 
 def _plan(steps: str | None, interval: str | None) -> CanaryPlan:
@@ -297,7 +330,7 @@ def _controller(
         fail(f"session {session!r}: {exc}", 2)
 
 
-def _serve(proxy: object, sock: socket.socket) -> None:
+def _serve(proxy: object, sockets: list[socket.socket]) -> None:
     import gc
     import importlib.util
 
@@ -325,4 +358,4 @@ def _serve(proxy: object, sock: socket.socket) -> None:
         http="httptools" if importlib.util.find_spec("httptools") else "h11",
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(config).run(sockets=sockets)

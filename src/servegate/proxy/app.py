@@ -31,6 +31,7 @@ from starlette.routing import Mount, Route
 from servegate.canary.flagger import flagger_routes
 from servegate.canary.protocol import CanaryController, Observation, Side
 from servegate.endpoints.types import Completion
+from servegate.proxy.admin import AdminAccess
 from servegate.proxy.comparison import compare_pair
 from servegate.proxy.content import request_metrics
 from servegate.proxy.deadlines import CandidateDeadlines
@@ -84,11 +85,13 @@ class Proxy:
         controller: CanaryController | None = None,
         recorder: ProxyRecorder | None = None,
         capture: Path | None = None,
+        admin: AdminAccess | None = None,
     ) -> None:
         if settings.mode == "canary" and controller is None:
             raise ValueError("canary mode needs a CanaryController")
         self.settings = settings
         self.controller = controller
+        self.admin = admin or AdminAccess()  # default: nobody may change state
         self._recorder = recorder
         self._capture = capture
         self._rng = random.Random(settings.seed)
@@ -166,6 +169,7 @@ class Proxy:
                     snapshot,
                     prefix=FLAGGER_PREFIX,
                     finish=None if self.controller is None else self.controller.finish,
+                    admit=self.admin.refusal,
                 ),
                 Mount("", app=self.forward),
             ],

@@ -85,7 +85,8 @@ def serving(app: Starlette) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
     """The webhooks served by uvicorn in a thread, answering from CONTROLLER[0]."""
-    with serving(Starlette(routes=flagger_routes(current, finish=finish_current))) as url:
+    routes = flagger_routes(current, finish=finish_current, admit=lambda _request: None)
+    with serving(Starlette(routes=routes)) as url:
         yield url
 
 
@@ -265,6 +266,16 @@ async def test_post_rollout_with_a_bad_payload_changes_nothing(base_url: str) ->
 
 
 async def test_post_rollout_without_a_canary_behind_the_routes_is_refused() -> None:
-    with serving(Starlette(routes=flagger_routes(dict))) as url:
+    with serving(Starlette(routes=flagger_routes(dict, admit=lambda _request: None))) as url:
         status, body = await post(f"{url}/{FINISH_HOOK}", FINISHED)
     assert (status, body["reason"]) == (409, "servegate has no canary judgement here")
+
+
+async def test_post_rollout_is_refused_unless_the_caller_is_admitted() -> None:
+    controller = fresh()
+    routes = flagger_routes(current, finish=finish_current)  # no admit: nobody may end it
+    with serving(Starlette(routes=routes)) as url:
+        status, body = await post(f"{url}/{FINISH_HOOK}", FINISHED)
+    assert status == 403
+    assert body["go"] is False
+    assert controller.phase == "progressing"

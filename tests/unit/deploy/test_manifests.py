@@ -33,7 +33,7 @@ SCHEMAS = {
     "Canary": "flagger-canary.json",
     "VirtualService": "istio-virtualservice.json",
 }
-CORE_KINDS = {"Deployment", "Service", "Job"}
+CORE_KINDS = {"Deployment", "Service", "Job", "NetworkPolicy"}
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
@@ -61,8 +61,8 @@ def crd_errors(doc: dict[str, Any]) -> list[str]:
 def test_deploy_holds_each_integration() -> None:
     kinds = sorted(k.split(":")[1] for k, _ in DOCS)
     assert kinds == [
-        "AnalysisTemplate", "AnalysisTemplate", "Canary", "Deployment", "Service",
-        "VirtualService",
+        "AnalysisTemplate", "AnalysisTemplate", "Canary", "Deployment", "NetworkPolicy",
+        "Service", "Service", "VirtualService",
     ]  # fmt: skip
 
 
@@ -157,18 +157,59 @@ def test_the_proxy_deployment_runs_a_real_servegate_proxy_command_line() -> None
         _parse([*argv, "--stpes", "1,100"])
 
 
+def _service(name: str) -> dict[str, Any]:
+    [service] = [s for s in of_kind("Service") if s["metadata"]["name"] == name]
+    return service
+
+
+def _proxy_args() -> dict[str, Any]:
+    [deployment] = of_kind("Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    _register()
+    argv = _argv(container["args"])
+    params: dict[str, Any] = cli.commands["proxy"].make_context("servegate proxy", argv[1:]).params
+    return params
+
+
 def test_flaggers_webhooks_point_at_the_routes_servegate_serves() -> None:
     routes = {r.path for r in flagger_routes(dict)}
     [canary] = of_kind("Canary")
-    [service] = of_kind("Service")
     hooks = canary["spec"]["analysis"]["webhooks"]
     assert {h["type"] for h in hooks} == {*HOOKS, FINISH_HOOK}
     for hook in hooks:
+        # the state-changing hook goes to the admin address, the read-only ones to the user port
+        service = _service(
+            "servegate-proxy-admin" if hook["type"] == FINISH_HOOK else "servegate-proxy"
+        )
         url = urlparse(hook["url"])
         assert url.path in routes
         assert url.path.endswith(f"/{hook['type']}")
         assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}"
         assert url.port == service["spec"]["ports"][0]["port"]
+
+
+def test_the_admin_address_is_its_own_port_reachable_only_from_flaggers_namespace() -> None:
+    params = _proxy_args()
+    user_port = int(params["listen"].rpartition(":")[2])
+    admin_port = int(params["admin_listen"].rpartition(":")[2])
+    assert admin_port != user_port
+    [deployment] = of_kind("Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": user_port, "admin": admin_port}
+    assert _service("servegate-proxy-admin")["spec"]["ports"][0]["targetPort"] == "admin"
+    assert [p["targetPort"] for p in _service("servegate-proxy")["spec"]["ports"]] == ["http"]
+    [policy] = of_kind("NetworkPolicy")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    rules = policy["spec"]["ingress"]
+    open_ports = {p["port"] for r in rules if "from" not in r for p in r["ports"]}
+    assert open_ports == {user_port}  # anyone: the user port only
+    [admin_rule] = [r for r in rules if admin_port in {p["port"] for p in r["ports"]}]
+    [source] = admin_rule["from"]
+    assert source == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flagger-system"}}
+    }
 
 
 def _queried_metrics() -> set[str]:
