@@ -275,7 +275,12 @@ def test_a_client_that_gives_up_on_a_hung_primary_frees_the_proxy(
             asyncio.run(asyncio.sleep(0.1))
             health = hung.health()
         assert health["in_flight"] == 0  # the upstream request was cancelled with the client's
-        assert metric(hung.metrics(), "servegate_proxy_errors_total", side="primary") == 0
+        # the user gave up on the side that made them wait: it counts against that side
+        exposition = hung.metrics()
+        assert metric(exposition, "servegate_proxy_errors_total", side="primary") == 1
+        assert metric(exposition, "servegate_proxy_timeouts_total", side="primary") == 1
+        abandoned = {"side": "primary", "answer_class": "abandoned"}
+        assert metric(exposition, "servegate_proxy_answers_total", **abandoned) == 1
 
 
 def test_a_hung_candidate_leaves_user_answers_unchanged_and_drops_are_counted(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from servegate.canary.protocol import METRICS, CanaryController, Observation, Side
+from servegate.canary.protocol import ANSWER_PREFIX, METRICS, CanaryController, Observation, Side
 from servegate.engine import RunningEngine
 from servegate.proxy import Proxy, ProxySettings, Upstream
 
@@ -93,8 +93,10 @@ def test_users_get_the_chosen_sides_answer_and_each_request_is_observed(
     assert answers == [expected[side] for side in controller.choices]
     assert [o.side for o in controller.observations] == controller.choices
     for observation in controller.observations:
-        assert set(observation.metrics) <= set(METRICS)
+        classes = {m for m in observation.metrics if m.startswith(ANSWER_PREFIX)}
+        assert len(classes) == 1, observation  # one class from the answer classifier
+        assert set(observation.metrics) - classes <= set(METRICS)
         garbage = 1.0 if observation.side == "candidate" else 0.0
         assert observation.metrics["garbage"] == garbage, observation
-        assert observation.metrics["error"] == 0.0
+        assert observation.metrics["error"] == garbage  # a degenerate answer is not ok
     assert health["canary"]["weight"] == 0.5
