@@ -3,8 +3,9 @@ by the real `openai` SDK against the reference engines: the controller routes, j
 interval on the proxy's own measurements, records each decision in the store and shows it in
 /servegate/healthz, /servegate/metrics and the Flagger webhooks.
 
-Sizes (as tests/integration/test_canary_engine.py measured them): 5 answers per side and metric
-make a measurement (canary.min_requests in the policy file below); a short --interval with many
+Sizes (measured 2026-12-01 on the shared machine): 5 answers per side and metric
+make a measurement (canary.min_requests in the policy file below), four blocks of 2 a latency
+measurement (canary.latency_block_requests); a short --interval with many
 allowed extensions keeps a step's answers while too few have come in, so the decision comes as
 soon as enough answers exist, however slow the shared machine is. The mixed-dtype engine fills
 max_tokens with punctuation (5-10 s an answer at load average 14).
@@ -35,7 +36,7 @@ PROMPTS = [
     "What is 2+3? Answer with a number.",
     "Name the capital of France in one word.",
 ]
-POLICY = "canary:\n  min_requests: 5\n  max_extensions: 40\n"
+POLICY = "canary:\n  min_requests: 5\n  max_extensions: 40\n  latency_block_requests: 2\n"
 MAX_REQUESTS = 60  # sent one at a time; the canary decides well before (measured: ~15)
 PREFIX = "servegate_proxy"
 
@@ -107,7 +108,9 @@ def test_a_garbage_candidate_rolls_back_at_the_first_step_through_the_proxy(
     last = canary["last_decision"]
     assert last["action"] == "rollback"
     assert last["step_index"] == 0
-    assert last["reason"].startswith("critical metric high — garbage:"), last["reason"]
+    # degenerate answers are errors by the answer classifier, and their own rate fails too
+    assert last["reason"].startswith("error rate"), last["reason"]
+    assert "degenerate-answer rate" in last["reason"], last["reason"]
     # the gauges say the same, the weight in percent
     assert metric(exposition, f"{PREFIX}_canary_weight_percent") == 0.0
     assert metric(exposition, f"{PREFIX}_canary_phase", phase="rolled_back") == 1.0
@@ -116,7 +119,7 @@ def test_a_garbage_candidate_rolls_back_at_the_first_step_through_the_proxy(
     # Flagger's hooks read the same judgement
     assert flagger["rollout"][0] == 409
     assert flagger["rollback"][0] == 200
-    assert "garbage" in flagger["rollback"][1]["reason"]
+    assert "degenerate-answer rate" in flagger["rollback"][1]["reason"]
 
     engine = open_engine(db)
     try:
@@ -127,10 +130,11 @@ def test_a_garbage_candidate_rolls_back_at_the_first_step_through_the_proxy(
     assert [d.action for d in decisions][-1] == "rollback"
     assert {d.step_index for d in decisions} == {0}  # never left the first step
     assert decisions[-1].evidence["reason"] == last["reason"]
-    garbage = next(m for m in decisions[-1].evidence["metrics"] if m["metric"] == "garbage")
-    assert garbage["classification"] == "high"
-    assert garbage["primary"] == 0.0
-    assert garbage["candidate"] > 0.5
+    [garbage] = [c for c in decisions[-1].evidence["checks"] if c["name"] == "garbage"]
+    assert garbage["outcome"] == "fail"
+    values = decisions[-1].evidence["values"]["garbage"]
+    assert values["primary"] == 0.0
+    assert values["candidate"] > 0.5
 
     # A restarted proxy resumes the session as it stood: rolled back, users on the primary.
     with start_proxy(*args) as proxy:

@@ -1,7 +1,7 @@
 """Canary judgement: which share of live traffic the candidate gets, and when to roll back."""
 
 from servegate.canary.controller import Controller, Decision, Recorder
-from servegate.canary.judge import IntervalJudgement, MetricJudgement, judge_interval
+from servegate.canary.judge import IntervalJudgement, judge_interval
 from servegate.canary.plan import CanaryPlan, CanaryPlanError, parse_plan
 from servegate.canary.protocol import METRICS, CanaryController, Observation, Side
 
@@ -13,7 +13,6 @@ __all__ = [
     "Controller",
     "Decision",
     "IntervalJudgement",
-    "MetricJudgement",
     "Observation",
     "Recorder",
     "Side",

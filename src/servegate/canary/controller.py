@@ -6,10 +6,10 @@ so the noise floor is measured alongside); `observe` files each answer into the 
 at the interval's end `tick` judges it (judge.py) and acts:
 
 - pass → promote to the next step (a fresh interval); passing the step before 100 completes it;
-- a critical metric high, or a score below marginal → roll back to 0 %, final;
-- marginal, or too few requests for a core metric → hold: the interval is extended and keeps its
-  answers, at most `canary.max_extensions` times per step, after which it rolls back (a
-  candidate that could not be judged is never promoted).
+- any check failed (the gates' rule, judge.py) → roll back to 0 %, final;
+- a core check not measured (too few answers or blocks) → hold: the interval is extended and
+  keeps its answers, at most `canary.max_extensions` times per step, after which it rolls back
+  (a candidate that could not be judged is never promoted).
 
 Fail safe: when a decision cannot be computed or recorded (the store locked past its busy
 timeout, any exception), the controller stops routing to the candidate (weight 0), says so in its
@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from servegate.canary.judge import RULES, IntervalJudgement, judge_interval
+from servegate.canary.judge import JUDGED, IntervalJudgement, judge_interval
 from servegate.canary.plan import CanaryPlan, CanaryPlanError
 from servegate.canary.protocol import Observation, Side
 from servegate.config.models import Policy
@@ -97,7 +97,7 @@ class _Window:
         self.requests[obs.side] = self.requests.get(obs.side, 0) + 1
         side = self.samples.setdefault(obs.side, {})
         for name, value in obs.metrics.items():
-            if name in RULES:
+            if name in JUDGED:
                 self._keep(obs.side, side.setdefault(name, array.array("d")), name, float(value))
 
     def _keep(self, side: Side, values: array.array[float], name: str, value: float) -> None:

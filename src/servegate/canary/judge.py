@@ -1,224 +1,282 @@
-"""Kayenta-style judgement of one canary interval: each metric classified once, one score.
+"""Judgement of one canary interval with the gates' own checks and decision rule.
 
-Every metric in `protocol.METRICS` is classified candidate vs primary as pass, high, low or not
-measured by one function, `classify_metric`: HIGH needs both a significant one-sided Mann-Whitney
-U (policy `significance_alpha`) and a shift beyond the metric's band (a policy key with a unit);
-a shift in the harmless direction is never held against the candidate. With a secondary (a second
-baseline replica) the primary-vs-secondary shift is the noise floor, Diffy-style: a candidate
-shift no larger than `noise_k` times the secondary's is noise. `judge_interval` aggregates: any
-critical metric HIGH fails the interval regardless of score; a core metric not measured leaves it
-not measured (the controller holds); otherwise the weighted score decides pass / marginal / fail.
+Each interval becomes `Check`s (verdict/judgement.py) and `judge` — the rule every gate uses —
+decides: any failed check fails the interval (the controller rolls back), a core check not
+measured leaves it inconclusive (the controller holds), otherwise it passes (promote).
+
+- Rates (the share of answers the one answer classifier, `servegate.stats.answers`, did not call
+  ok; timeouts; degenerate, empty, invalid-JSON, invalid-tool-call answers) are judged as the
+  performance gate judges its error rate: candidate − primary beyond the policy's band *and* a
+  one-sided Fisher exact test below `significance_alpha`. The JSON and tool-call rates are
+  ratios (`canary.parse_failure_ratio_max` × the primary's rate).
+- Latencies (TTFT, E2EL of ok answers) are judged per block, as the performance gate judges
+  them: each side's answers, in arrival order, are cut into blocks of
+  `canary.latency_block_requests`; the ratio is of the median block P95, the test a one-sided
+  Mann-Whitney U over block P95s, the band `p95_latency_regression_max`. Too few blocks to reach
+  significance is not measured.
+- With a secondary (a second primary replica, served as much as the candidate) the primary's own
+  deviation from it widens each band, Diffy style: a rate's band grows to `noise_k` × the
+  secondary's increase; a latency band by `performance_aa_k` × the secondary's deviation (the
+  gate's A/A floor), and beyond `performance_aa_max` the latency is not measured.
+
+A Kayenta-style score (the weighted share of measured checks that pass) is kept as presentation
+only: it is shown with its pass/marginal marks, and decides nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from math import comb
 from typing import Any, Literal
 
 from servegate.config.models import Policy
-from servegate.stats.classification import Classification
+from servegate.stats.classification import Classification, classify
 from servegate.stats.distribution import DistributionSummary
-from servegate.stats.mann_whitney import mann_whitney_u
+from servegate.stats.proportions import rate_increase
+from servegate.verdict.judgement import check, judge, not_measured
+from servegate.verdict.model import Check, Outcome, Status
 
-Band = Literal["difference", "ratio"]
-Outcome = Literal["pass", "marginal", "fail", "not measured"]
+IntervalOutcome = Literal["pass", "fail", "not measured"]
 Samples = Mapping[str, Sequence[float]]
 
 
 @dataclass(frozen=True)
-class MetricRule:
-    """How one metric is judged: its statistic, its band and where the band's limit lives."""
+class RateRule:
+    """A 0/1 metric judged as a rate: its title, band and where the band's limit lives."""
 
-    statistic: str  # "mean" (a rate, for 0/1 metrics) or "p95"
-    band: Band  # difference: candidate - primary; ratio: candidate / primary
-    limit: Callable[[Policy], float]  # the largest allowed shift (difference, or ratio - 1)
+    title: str
+    limit: Callable[[Policy], float]  # difference: allowed increase; ratio: allowed factor
     policy_key: str
-    unit: str
-    weight: float
-    critical: bool = False  # HIGH rolls back regardless of the score
-    core: bool = False  # not measured: the interval cannot be judged
-
-
-# The weights are Kayenta's metric-group weights: correctness counts three times latency.
-RULES: Mapping[str, MetricRule] = {
-    "error": MetricRule(
-        "mean", "difference", lambda policy: policy.error_rate_increase_max,
-        "error_rate_increase_max", "fraction of requests", 3.0, critical=True, core=True,
-    ),
-    "timeout": MetricRule(
-        "mean", "difference", lambda policy: policy.error_rate_increase_max,
-        "error_rate_increase_max", "fraction of requests", 3.0, critical=True,
-    ),
-    "garbage": MetricRule(
-        "mean", "difference", lambda policy: policy.canary.garbage_rate_increase_max,
-        "canary.garbage_rate_increase_max", "fraction of answers", 3.0, critical=True, core=True,
-    ),
-    "json_parse_failure": MetricRule(
-        "mean", "ratio", lambda policy: policy.canary.parse_failure_ratio_max - 1,
-        "canary.parse_failure_ratio_max", "× the primary's rate", 2.0, critical=True,
-    ),
-    "tool_call_parse_failure": MetricRule(
-        "mean", "ratio", lambda policy: policy.canary.parse_failure_ratio_max - 1,
-        "canary.parse_failure_ratio_max", "× the primary's rate", 2.0, critical=True,
-    ),
-    "ttft_ms": MetricRule(
-        "p95", "ratio", lambda policy: policy.p95_latency_regression_max,
-        "p95_latency_regression_max", "fraction of the primary's P95", 1.0,
-    ),
-    "e2el_ms": MetricRule(
-        "p95", "ratio", lambda policy: policy.p95_latency_regression_max,
-        "p95_latency_regression_max", "fraction of the primary's P95", 1.0, core=True,
-    ),
-    "empty_output": MetricRule(
-        "mean", "difference", lambda policy: policy.canary.content_ratio_increase_max,
-        "canary.content_ratio_increase_max", "fraction of answers", 1.0,
-    ),
-    "repeated_token_ratio": MetricRule(
-        "mean", "difference", lambda policy: policy.canary.content_ratio_increase_max,
-        "canary.content_ratio_increase_max", "fraction (absolute)", 1.0,
-    ),
-    "abnormal_char_ratio": MetricRule(
-        "mean", "difference", lambda policy: policy.canary.content_ratio_increase_max,
-        "canary.content_ratio_increase_max", "fraction (absolute)", 1.0,
-    ),
-}  # fmt: skip
+    band: Literal["difference", "ratio"] = "difference"
+    core: bool = False
+    weight: float = 3.0  # presentation only (the Kayenta score)
 
 
 @dataclass(frozen=True)
-class MetricJudgement:
-    """One metric's classification in one interval, with the numbers behind it."""
+class LatencyRule:
+    title: str
+    core: bool = False
+    weight: float = 1.0
 
-    metric: str
-    classification: Classification
-    reason: str
-    n_primary: int
-    n_candidate: int
-    primary: float | None  # the rule's statistic on each side
-    candidate: float | None
-    shift: float | None  # candidate - primary (difference) or candidate / primary - 1 (ratio)
-    limit: float
-    policy_key: str
-    p_value: float | None
-    effect: float | None  # P(candidate > primary) + ties / 2
-    weight: float
-    critical: bool
-    secondary_shift: float | None = None  # the same shift, secondary vs primary
+
+RATES: Mapping[str, RateRule] = {
+    "error": RateRule(
+        "error rate (answers not ok by the answer classifier), candidate − primary",
+        lambda policy: policy.error_rate_increase_max, "error_rate_increase_max", core=True,
+    ),
+    "timeout": RateRule(
+        "timeout rate (deadline passed, silent, or abandoned by the user), candidate − primary",
+        lambda policy: policy.error_rate_increase_max, "error_rate_increase_max",
+    ),
+    "garbage": RateRule(
+        "degenerate-answer rate, candidate − primary",
+        lambda policy: policy.canary.garbage_rate_increase_max, "canary.garbage_rate_increase_max",
+    ),
+    "empty_output": RateRule(
+        "empty-answer rate, candidate − primary",
+        lambda policy: policy.canary.content_ratio_increase_max,
+        "canary.content_ratio_increase_max", weight=1.0,
+    ),
+    "json_parse_failure": RateRule(
+        "JSON parse-failure rate where JSON was asked, candidate / primary",
+        lambda policy: policy.canary.parse_failure_ratio_max, "canary.parse_failure_ratio_max",
+        band="ratio", weight=2.0,
+    ),
+    "tool_call_parse_failure": RateRule(
+        "tool-call argument parse-failure rate, candidate / primary",
+        lambda policy: policy.canary.parse_failure_ratio_max, "canary.parse_failure_ratio_max",
+        band="ratio", weight=2.0,
+    ),
+}  # fmt: skip
+LATENCIES: Mapping[str, LatencyRule] = {
+    "ttft_ms": LatencyRule("TTFT median block P95, candidate / primary"),
+    "e2el_ms": LatencyRule("E2EL median block P95, candidate / primary", core=True),
+}
+JUDGED = frozenset({*RATES, *LATENCIES})  # the observation metrics an interval keeps
 
 
 @dataclass(frozen=True)
 class IntervalJudgement:
-    """The interval's outcome: pass (promote), marginal (hold), fail (roll back) or not
-    measured (hold), with the score and every metric's judgement."""
+    """The interval's outcome with every check behind it, the numbers the checks were made on,
+    and the Kayenta-style score (presentation only)."""
 
-    outcome: Outcome
+    outcome: IntervalOutcome
     reason: str
+    checks: tuple[Check, ...]
+    values: Mapping[str, Mapping[str, float | int | None]]
     score: float | None
-    metrics: tuple[MetricJudgement, ...]
+    score_label: str | None  # pass / marginal / fail by the canary.*_score marks
 
     def evidence(self) -> dict[str, Any]:
         """JSON-able: what a decision records and the webhook shows."""
         return {
             "outcome": self.outcome,
             "reason": self.reason,
+            "checks": [c.model_dump(mode="json") for c in self.checks],
+            "values": {k: {n: _json(v) for n, v in row.items()} for k, row in self.values.items()},
             "score": self.score,
-            "metrics": [
-                {k: _json_number(v) for k, v in asdict(m).items()}
-                | {"classification": m.classification.value}
-                for m in self.metrics
-            ],
+            "score_label": self.score_label,
+            "score_note": "Kayenta-style score, presentation only: the checks decide",
         }
 
 
-def _json_number(value: Any) -> Any:
-    # A ratio against a primary rate of 0 is infinite; JSON has no infinity.
+def _json(value: float | int | None) -> float | int | str | None:
     if isinstance(value, float) and not math.isfinite(value):
         return "inf" if value > 0 else "-inf"
     return value
 
 
-def _shift(rule: MetricRule, primary: float, candidate: float) -> float:
-    if rule.band == "difference":
-        return candidate - primary
-    if primary == 0:
-        return 0.0 if candidate == 0 else float("inf")
-    return candidate / primary - 1
+def _ones(values: Sequence[float]) -> int:
+    return sum(1 for v in values if v)
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+def _pct(failed: int, n: int) -> str:
+    return f"{failed}/{n} ({failed / n:.1%})"
 
 
-def classify_metric(
+def rate_check(
     metric: str,
     primary: Sequence[float],
     candidate: Sequence[float],
     policy: Policy,
     secondary: Sequence[float] | None = None,
-) -> MetricJudgement:
-    """Classify one metric of the candidate against the primary (the one rule for every metric)."""
-    rule = RULES[metric]
-    limit = rule.limit(policy)
-    p_sum = DistributionSummary.from_values(primary)
-    c_sum = DistributionSummary.from_values(candidate)
-    p_stat, c_stat = p_sum.statistic(rule.statistic), c_sum.statistic(rule.statistic)
-
-    def result(
-        kind: Classification,
-        reason: str,
-        shift: float | None = None,
-        p: float | None = None,
-        effect: float | None = None,
-        secondary_shift: float | None = None,
-    ) -> MetricJudgement:
-        return MetricJudgement(
-            metric, kind, reason, p_sum.count, c_sum.count, p_stat, c_stat, shift, limit,
-            rule.policy_key, p, effect, rule.weight, rule.critical, secondary_shift,
-        )  # fmt: skip
-
+) -> tuple[Check, dict[str, float | int | None]]:
+    """One rate: beyond its band and significant (one-sided Fisher exact) fails."""
+    rule = RATES[metric]
     need = policy.canary.min_requests
-    if p_sum.count < need or c_sum.count < need:
-        return result(
-            Classification.NOT_MEASURED,
-            f"too few samples: primary {p_sum.count}, candidate {c_sum.count} (need {need} each, "
-            "policy canary.min_requests)",
-        )
-    assert p_stat is not None
-    assert c_stat is not None
-    shift = _shift(rule, p_stat, c_stat)
-    mw = mann_whitney_u(primary, candidate, alternative="greater")
-    alpha = policy.significance_alpha
-    shown = f"{rule.statistic} {_fmt(c_stat)} vs primary {_fmt(p_stat)}"
-    band = f"{'+' if rule.band == 'difference' else '×'}"
-    allowed = limit if rule.band == "difference" else 1 + limit
-    # "Doubled" fails at exactly twice; a difference must exceed its limit.
-    beyond = shift >= limit if rule.band == "ratio" else shift > limit
-    if not (mw.p_value < alpha and beyond):
+    nb, nc = len(primary), len(candidate)
+    values: dict[str, float | int | None] = {"n_primary": nb, "n_candidate": nc}
+    if nb < need or nc < need:
+        why = f"too few answers: primary {nb}, candidate {nc} (need {need} each, "
+        why += "canary.min_requests)"
+        return not_measured(metric, rule.title, why, core=rule.core), values
+    fb, fc = _ones(primary), _ones(candidate)
+    inc = rate_increase(fb, nb, fc, nc)
+    assert inc.increase is not None
+    assert inc.baseline_rate is not None
+    assert inc.candidate_rate is not None
+    alpha, limit = policy.significance_alpha, rule.limit(policy)
+    values |= {"primary": inc.baseline_rate, "candidate": inc.candidate_rate,
+               "p_value": inc.p_value}  # fmt: skip
+    floor = ""
+    if secondary is not None and len(secondary) >= need:
+        s_inc = rate_increase(fb, nb, _ones(secondary), len(secondary)).increase
+        assert s_inc is not None
+        values["secondary_increase"] = s_inc
+        if rule.band == "difference" and s_inc > 0 and policy.noise_k * s_inc > limit:
+            limit = policy.noise_k * s_inc
+            floor = f"; widened to noise_k × the secondary's +{s_inc * 100:.1f} pts"
+    if rule.band == "difference":
+        beyond = inc.increase > limit
+        shown = f"{inc.increase * 100:+.1f} pts"
+        bound = f"≤ +{limit * 100:.3g} pts unless not significant (Fisher p < {alpha:g}){floor}"
+    else:
+        base = inc.baseline_rate
+        beyond = inc.candidate_rate > 0 and (base == 0 or inc.candidate_rate >= limit * base)
+        ratio = math.inf if base == 0 else inc.candidate_rate / base
+        shown = "∞×" if math.isinf(ratio) else f"{ratio:.2f}×"
+        bound = f"< {limit:g}× unless not significant (Fisher p < {alpha:g})"
+    failed = beyond and inc.p_value < alpha
+    return check(
+        metric,
+        rule.title,
+        failed=failed,
+        baseline=_pct(fb, nb),
+        candidate=_pct(fc, nc),
+        ratio=shown,
+        limit=bound,
+        policy_key=rule.policy_key,
+        core=rule.core,
+        reason=f"{shown}, one-sided Fisher exact p = {inc.p_value:.2g}",
+    ), values
+
+
+def _blocks(values: Sequence[float], size: int) -> list[float]:
+    """P95 of each full block of `size` consecutive values (a last partial block is dropped)."""
+    out = []
+    for start in range(0, len(values) - size + 1, size):
+        p95 = DistributionSummary.from_values(values[start : start + size]).p95
+        assert p95 is not None
+        out.append(p95)
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    median = DistributionSummary.from_values(values).p50
+    assert median is not None
+    return median
+
+
+def latency_check(
+    metric: str,
+    primary: Sequence[float],
+    candidate: Sequence[float],
+    policy: Policy,
+    secondary: Sequence[float] | None = None,
+) -> tuple[Check, dict[str, float | int | None]]:
+    """One latency, per block: significant (Mann-Whitney over block P95s) and beyond the band
+    fails; too few blocks to reach significance is not measured."""
+    rule = LATENCIES[metric]
+    size, alpha = policy.canary.latency_block_requests, policy.significance_alpha
+    bb, cb = _blocks(primary, size), _blocks(candidate, size)
+    values: dict[str, float | int | None] = {
+        "n_primary": len(primary), "n_candidate": len(candidate),
+        "blocks_primary": len(bb), "blocks_candidate": len(cb),
+    }  # fmt: skip
+    floor_p = 1 / comb(len(bb) + len(cb), len(bb)) if bb and cb else 1.0
+    if len(bb) < 2 or len(cb) < 2 or floor_p >= alpha:
         why = (
-            f"not significant (p = {mw.p_value:.2g})"
-            if mw.p_value >= alpha
-            else f"inside the allowed {band}{allowed:.3g} ({rule.policy_key})"
+            f"{len(bb)} primary and {len(cb)} candidate blocks of {size} answers cannot show a "
+            f"significant rise (smallest possible p {floor_p:.2g} ≥ {alpha:g}); "
+            "canary.latency_block_requests"
         )
-        return result(Classification.PASS, f"{shown}, {why}", shift, mw.p_value, mw.effect)
-    high = (
-        f"{shown}: beyond the allowed {band}{allowed:.3g} ({rule.policy_key}), "
-        f"Mann-Whitney p = {mw.p_value:.2g} < {alpha:.2g}"
-    )
-    if secondary is None or len(secondary) < need:
-        return result(Classification.HIGH, high, shift, mw.p_value, mw.effect)
-    s_stat = DistributionSummary.from_values(secondary).statistic(rule.statistic)
-    assert s_stat is not None
-    s_shift = _shift(rule, p_stat, s_stat)
-    # Diffy: the two baselines differ by a comparable amount, so this shift is the floor's.
-    if s_shift > 0 and shift <= policy.noise_k * s_shift:
-        return result(
-            Classification.PASS,
-            f"{shown}: within noise — the secondary's shift {s_shift:.3g} × noise_k "
-            f"{policy.noise_k:g} covers the candidate's {shift:.3g}",
-            shift, mw.p_value, mw.effect, s_shift,
-        )  # fmt: skip
-    return result(Classification.HIGH, high, shift, mw.p_value, mw.effect, s_shift)
+        return not_measured(metric, rule.title, why, core=rule.core), values
+    allowed, widen, floor = policy.p95_latency_regression_max, 1.0, ""
+    sb = _blocks(secondary, size) if secondary is not None else []
+    if len(sb) >= 2:
+        aa = _median(sb) / _median(bb) if _median(bb) > 0 else 1.0
+        d = max(aa, 1 / aa) - 1 if aa > 0 else 0.0
+        values["secondary_ratio"] = aa
+        if d > policy.performance_aa_max:
+            why = (
+                f"primary and secondary differ by {aa:.2f}× in this interval; too noisy to "
+                f"judge (performance_aa_max {policy.performance_aa_max:g})"
+            )
+            return not_measured(metric, rule.title, why, core=rule.core), values
+        widen = 1 + policy.performance_aa_k * d
+        floor = f"; widened ×{widen:.2f} by the secondary's deviation (performance_aa_k)"
+    band = (1 + allowed) * widen - 1
+    cls = classify(
+        metric, bb, cb, direction="increase", allowed_increase=band, statistic="p50",
+        alpha=alpha, min_samples=2,
+    )  # fmt: skip
+    values |= {"primary": _median(bb), "candidate": _median(cb), "ratio": cls.ratio,
+               "p_value": cls.p_value}  # fmt: skip
+    ratio = "-" if cls.ratio is None else f"{cls.ratio:.2f}×"
+    return check(
+        metric,
+        rule.title,
+        failed=cls.classification is Classification.HIGH,
+        baseline=f"{_median(bb):.4g} ms (median block P95)",
+        candidate=f"{_median(cb):.4g} ms (median block P95)",
+        ratio=ratio,
+        limit=f"≤ {1 + band:.2f}× unless not significant (Mann-Whitney p < {alpha:g}){floor}",
+        policy_key="p95_latency_regression_max",
+        core=rule.core,
+        reason=cls.reason,
+    ), values
+
+
+def _score(checks: Sequence[Check]) -> float | None:
+    weights = {**{k: r.weight for k, r in RATES.items()},
+               **{k: r.weight for k, r in LATENCIES.items()}}  # fmt: skip
+    measured = [c for c in checks if c.measured]
+    if not measured:
+        return None
+    passed = sum(weights[c.name] for c in measured if c.outcome is Outcome.PASS)
+    return round(100 * passed / sum(weights[c.name] for c in measured), 2)
 
 
 def judge_interval(
@@ -227,50 +285,35 @@ def judge_interval(
     policy: Policy,
     secondary: Samples | None = None,
 ) -> IntervalJudgement:
-    """Classify every metric and aggregate them into the interval's outcome."""
-    metrics = tuple(
-        classify_metric(
-            name,
-            primary.get(name, ()),
-            candidate.get(name, ()),
-            policy,
-            None if secondary is None else secondary.get(name, ()),
-        )
-        for name in RULES
+    """Every check of the interval and the outcome the gates' rule gives them."""
+    checks: list[Check] = []
+    values: dict[str, Mapping[str, float | int | None]] = {}
+    for metric in RATES:
+        made, numbers = rate_check(
+            metric, primary.get(metric, ()), candidate.get(metric, ()), policy,
+            None if secondary is None else secondary.get(metric, ()),
+        )  # fmt: skip
+        checks.append(made)
+        values[metric] = numbers
+    for metric in LATENCIES:
+        made, numbers = latency_check(
+            metric, primary.get(metric, ()), candidate.get(metric, ()), policy,
+            None if secondary is None else secondary.get(metric, ()),
+        )  # fmt: skip
+        checks.append(made)
+        values[metric] = numbers
+    status, reason = judge(checks)
+    outcome: IntervalOutcome = (
+        "fail" if status is Status.FAIL else "pass" if status is Status.PASS else "not measured"
     )
-    measured = [m for m in metrics if m.classification is not Classification.NOT_MEASURED]
-    critical = [m for m in metrics if m.critical and m.classification is Classification.HIGH]
-    score = (
-        round(
-            100
-            * sum(m.weight for m in measured if m.classification is Classification.PASS)
-            / sum(m.weight for m in measured),
-            2,
+    score = _score(checks)
+    label = None
+    if score is not None:
+        label = (
+            "pass"
+            if score >= policy.canary.pass_score
+            else "marginal"
+            if score >= policy.canary.marginal_score
+            else "fail"
         )
-        if measured
-        else None
-    )
-    if critical:
-        why = "; ".join(f"{m.metric}: {m.reason}" for m in critical)
-        return IntervalJudgement("fail", f"critical metric high — {why}", score, metrics)
-    gaps = [m for m in metrics if RULES[m.metric].core and m not in measured]
-    if gaps or score is None:
-        why = "; ".join(f"{m.metric}: {m.reason}" for m in gaps) or "nothing measured"
-        return IntervalJudgement("not measured", why, score, metrics)
-    high = ", ".join(m.metric for m in measured if m.classification is not Classification.PASS)
-    tail = f" ({high} high)" if high else ""
-    pass_mark, marginal_mark = policy.canary.pass_score, policy.canary.marginal_score
-    if score >= pass_mark:
-        return IntervalJudgement(
-            "pass", f"score {score:g} ≥ pass {pass_mark:g}{tail}", score, metrics
-        )
-    if score >= marginal_mark:
-        return IntervalJudgement(
-            "marginal",
-            f"score {score:g} below pass {pass_mark:g}, not below marginal {marginal_mark:g}{tail}",
-            score,
-            metrics,
-        )
-    return IntervalJudgement(
-        "fail", f"score {score:g} < marginal {marginal_mark:g}{tail}", score, metrics
-    )
+    return IntervalJudgement(outcome, reason, tuple(checks), values, score, label)

@@ -176,17 +176,17 @@ class CanaryPolicy(_Frozen):
     pass_score: float = _key(
         95.0,
         "score points (0-100)",
-        "An interval whose weighted score (the share of measured metric weight classified pass) "
-        "reaches this promotes the candidate to the next step. Kayenta's default pass mark.",
+        "Presentation only: an interval's Kayenta-style score (the share of measured check "
+        "weight that passed) at or above this is labelled pass in the evidence. The decision is "
+        "the gates' rule on the checks. Kayenta's default pass mark.",
         ge=0.0,
         le=100.0,
     )
     marginal_score: float = _key(
         75.0,
         "score points (0-100)",
-        "A score from here up to pass_score holds the step for another interval (counted "
-        "against max_extensions); below it the canary rolls back. Kayenta's default marginal "
-        "mark.",
+        "Presentation only: a score from here up to pass_score is labelled marginal, below it "
+        "fail. The decision is the gates' rule on the checks. Kayenta's default marginal mark.",
         ge=0.0,
         le=100.0,
     )
@@ -209,9 +209,18 @@ class CanaryPolicy(_Frozen):
     content_ratio_increase_max: Fraction = _key(
         0.05,
         "fraction (absolute)",
-        "How much the candidate's empty-output share and mean repeated-token and "
-        "abnormal-character ratios may exceed the primary's, once also significant. Not "
-        "critical: they lower the score; severe cases are garbage, which is.",
+        "How much the candidate's empty-answer rate may exceed the primary's, once also "
+        "significant (one-sided Fisher exact). The repeated-token and abnormal-character "
+        "ratios are exported, not judged: severe cases are degenerate answers, which are.",
+    )
+    latency_block_requests: int = _key(
+        5,
+        "answers per block",
+        "Canary latencies are judged per block, as the performance gate judges them: each "
+        "side's ok answers of an interval, in arrival order, are cut into blocks of this many; "
+        "the median block P95s are compared (Mann-Whitney U over block P95s). At least 4 "
+        "blocks a side are needed for significance at alpha 0.05 (min_requests 20 gives 4).",
+        ge=1,
     )
 
     candidate_timeout_factor: float = _key(

@@ -161,7 +161,8 @@ async def test_a_hold_halts_the_rollout_hook(base_url: str) -> None:
         "pre-rollout": 200, "rollout": 503, "confirm-promotion": 503, "rollback": 409,
     }  # fmt: skip
     _, body = await post(f"{base_url}/rollout")
-    assert body["reason"].startswith("servegate holds at 10 %: error: too few samples")
+    assert body["reason"].startswith("servegate holds at 10 %: not measured: error rate")
+    assert "too few answers" in body["reason"]
 
 
 async def test_a_rollback_halts_and_answers_flaggers_rollback_hook(base_url: str) -> None:
@@ -170,7 +171,7 @@ async def test_a_rollback_halts_and_answers_flaggers_rollback_hook(base_url: str
         "pre-rollout": 409, "rollout": 409, "confirm-promotion": 409, "rollback": 200,
     }  # fmt: skip
     _, body = await post(f"{base_url}/rollback")
-    assert body["reason"].startswith("servegate rolled the candidate back: critical metric high")
+    assert body["reason"].startswith("servegate rolled the candidate back: degenerate-answer rate")
 
 
 @pytest.mark.parametrize(
