@@ -166,6 +166,28 @@ def _bind(host: str, port: int, option: str, text: str) -> socket.socket:
     help="A mirrored request gives up after this many seconds.",
 )
 @click.option(
+    "--max-body-reads",
+    type=click.IntRange(1),
+    default=16,
+    show_default=True,
+    help="Request bodies buffered at once; one more is answered 503 with Retry-After.",
+)
+@click.option(
+    "--body-read-timeout-s",
+    type=click.FloatRange(0.001),
+    default=30.0,
+    show_default=True,
+    help="A request body not received in full within this many seconds is answered 408.",
+)
+@click.option(
+    "--max-queued-bytes",
+    type=click.IntRange(1),
+    default=256 * 1024 * 1024,
+    show_default=True,
+    help="Bytes the mirror and record queues may hold together; beyond it a mirror or record "
+    "is dropped (counted).",
+)
+@click.option(
     "--admin-listen",
     default=DEFAULT_ADMIN_LISTEN,
     show_default=True,
@@ -199,6 +221,9 @@ def proxy_command(
     queue_size: int,
     mirror_workers: int,
     candidate_timeout_s: float,
+    max_body_reads: int,
+    body_read_timeout_s: float,
+    max_queued_bytes: int,
     admin_listen: str,
     admin_token_env: str | None,
     seed: int | None,
@@ -224,6 +249,9 @@ def proxy_command(
             queue_size=queue_size,
             mirror_workers=mirror_workers,
             candidate_timeout_s=candidate_timeout_s,
+            max_body_reads=max_body_reads,
+            body_read_timeout_s=body_read_timeout_s,
+            max_queued_bytes=max_queued_bytes,
             seed=seed,
             candidate_deadlines=DeadlineRule()
             if policy is None
@@ -351,6 +379,7 @@ def _serve(proxy: object, sockets: list[socket.socket]) -> None:
         proxy.app(),
         log_level="warning",
         access_log=False,
+        proxy_headers=False,  # the client is the peer: X-Forwarded-For is appended, not trusted
         server_header=False,  # the upstream's Server and Date headers pass through
         date_header=False,
         lifespan="on",

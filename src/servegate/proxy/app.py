@@ -38,6 +38,7 @@ from servegate.proxy.deadlines import CandidateDeadlines
 from servegate.proxy.exchange import MIRRORED_PATHS, Exchange, completion_of
 from servegate.proxy.exposition import CONTENT_TYPE, ProxyMetrics
 from servegate.proxy.forwarding import (
+    BodyTimeoutError,
     BodyTooLargeError,
     ClientGoneError,
     Receive,
@@ -50,7 +51,8 @@ from servegate.proxy.forwarding import (
     upstream_headers,
 )
 from servegate.proxy.judging import PairJudge
-from servegate.proxy.recording import Record, RecordSink, request_value
+from servegate.proxy.limits import ByteBudget, path_escape
+from servegate.proxy.recording import RECORD_CHARS, Record, RecordSink, request_value
 from servegate.proxy.settings import ProxySettings, Upstream
 from servegate.store.proxy_records import ProxyRecorder
 
@@ -98,6 +100,9 @@ class Proxy:
         self._queue: asyncio.Queue[MirrorJob] = asyncio.Queue(maxsize=settings.queue_size)
         self.metrics = ProxyMetrics(self._queue.qsize, settings.queue_size)
         self._session: aiohttp.ClientSession | None = None
+        # What the mirror and record queues hold together, in bytes (a full budget drops).
+        self.queued = ByteBudget(settings.max_queued_bytes)
+        self._reading = 0  # request bodies being buffered now
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._sink: RecordSink | None = None
@@ -132,6 +137,7 @@ class Proxy:
             self._recorder,
             self._capture,
             size=self.settings.record_queue_size,
+            budget=self.queued,
             on_drop=self.metrics.record_drops.inc,
         )
         self._judge = PairJudge(size=JUDGE_BACKLOG)
@@ -223,8 +229,31 @@ class Proxy:
         if not raw_path.startswith(b"/"):  # only origin-form; the upstream's origin is fixed
             await send_error(send, 400, "request target must be a path", "invalid_request_error")
             return
+        escape = path_escape(raw_path)
+        if escape is not None:  # it could leave the upstream's configured prefix
+            await send_error(send, 400, f"request path with {escape}", "invalid_request_error")
+            return
+        if self._reading >= self.settings.max_body_reads:
+            self.metrics.refused.labels("busy").inc()
+            await send_error(
+                send, 503,
+                f"the proxy is buffering {self._reading} request bodies, its limit; retry",
+                "proxy_busy", retry_after_s=1,
+            )  # fmt: skip
+            return
+        self._reading += 1
         try:
-            body = await read_body(scope, receive, self.settings.max_body_bytes)
+            body = await read_body(
+                scope, receive, self.settings.max_body_bytes, self.settings.body_read_timeout_s
+            )
+        except BodyTimeoutError:
+            self.metrics.refused.labels("body_timeout").inc()
+            await send_error(
+                send, 408,
+                f"the request body did not arrive within {self.settings.body_read_timeout_s:g} s",
+                "request_timeout",
+            )  # fmt: skip
+            return
         except BodyTooLargeError:
             await send_error(
                 send,
@@ -235,6 +264,8 @@ class Proxy:
             return
         except ClientGoneError:
             return
+        finally:
+            self._reading -= 1
         self.in_flight += 1
         self.metrics.in_flight.inc()
         try:
@@ -257,7 +288,8 @@ class Proxy:
         if side == "candidate":
             headers = candidate_headers(scope["headers"], self.settings.candidate_key)
         else:
-            headers = upstream_headers(scope["headers"])
+            client = scope.get("client")
+            headers = upstream_headers(scope["headers"], None if client is None else client[0])
         job = None
         if routable and self.controller is None and self._rng.random() < self.settings.sample:
             job = self._mirror(scope, path, body)
@@ -342,7 +374,7 @@ class Proxy:
         if not paired and self._capture is not None and isinstance(request, dict):
             assert self._sink is not None
             headers = tuple(upstream_headers(scope["headers"]))
-            self._sink.put(Record(path=path, request=request, headers=headers))
+            self._sink.put(Record(path=path, request=request, headers=headers, size=len(body)))
         # An answer the user walked away from counts too (class `abandoned`): users give up on
         # both sides alike unless one side makes them wait, which is that side's fault.
         completion = None
@@ -370,7 +402,13 @@ class Proxy:
             primary=asyncio.get_running_loop().create_future(),
         )
         try:
-            self._queue.put_nowait(job)
+            if not self.queued.take(len(body)):
+                raise asyncio.QueueFull  # the queues' byte cap: dropped like a full queue
+            try:
+                self._queue.put_nowait(job)
+            except asyncio.QueueFull:
+                self.queued.give(len(body))
+                raise
         except asyncio.QueueFull:
             self.dropped += 1
             self.metrics.drops.inc()
@@ -380,8 +418,9 @@ class Proxy:
                         path=path,
                         request=request,
                         headers=job.headers,
-                        comparison={"dropped": "mirror queue full"},
+                        comparison={"dropped": "mirror queue full or its byte cap reached"},
                         pair=True,
+                        size=len(body),
                     )
                 )
             return None
@@ -441,6 +480,7 @@ class Proxy:
         try:
             self._compare(job, candidate)
         finally:
+            self.queued.give(len(job.body))
             with self._pairs_lock:
                 self._pairs_judged += 1
 
@@ -466,5 +506,8 @@ class Proxy:
                     candidate=candidate.as_record(),
                     comparison=comparison.as_dict(),
                     pair=True,
+                    size=len(job.body)
+                    + min(primary.kept_bytes, RECORD_CHARS)
+                    + min(candidate.kept_bytes, RECORD_CHARS),
                 )
             )

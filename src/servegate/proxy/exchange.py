@@ -5,6 +5,7 @@ proxied answer is read exactly as the gates read one."""
 from __future__ import annotations
 
 import contextlib
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,21 +118,48 @@ def completion_of(exchange: Exchange, path: str, request: Mapping[str, Any]) -> 
             )
             raise FaultError(category, f"HTTP {exchange.status}: {excerpt(message, 200)}")
         content_type = exchange.headers.get("content-type", "").split(";")[0].strip()
+        chunks = decoded_chunks(exchange)
         if streaming and content_type == "text/event-stream":
-            draft = _assemble(exchange, recorder, chat=chat)
+            draft = _assemble(chunks, exchange.arrivals_ns, exchange.sent_ns, recorder, chat=chat)
         else:
-            draft = completion_draft(decode_json(exchange.body), chat=chat)
+            draft = completion_draft(decode_json(b"".join(chunks)), chat=chat)
     except FaultError as exc:
         error = RequestError(exc.category, exc.message, status=exchange.status)
         return draft.finish(ctx, status=exchange.status, timing=recorder.freeze(), error=error)
     return draft.finish(ctx, status=exchange.status, timing=recorder.freeze())
 
 
-def _assemble(exchange: Exchange, recorder: TimingRecorder, *, chat: bool) -> CompletionDraft:
+# Content codings the proxy reads (and so the only ones it lets the primary use, forwarding.py).
+READABLE_ENCODINGS = ("gzip", "x-gzip", "deflate")
+
+
+def decoded_chunks(exchange: Exchange) -> list[bytes]:
+    """The kept chunks as the user's client reads them: gzip or deflate undone chunk by chunk
+    (each keeps its arrival time); any other content coding is FAIL(decode)."""
+    coding = exchange.headers.get("content-encoding", "identity").strip().lower()
+    if coding in ("", "identity") or not exchange.chunks:
+        return exchange.chunks
+    if coding not in READABLE_ENCODINGS:
+        raise FaultError(ErrorCategory.DECODE, f"content-encoding {coding!r} is not readable")
+    for wbits in (47, -15):  # gzip or zlib (auto-detected), then raw deflate
+        unpacker = zlib.decompressobj(wbits=wbits)
+        try:
+            out = [unpacker.decompress(chunk) for chunk in exchange.chunks]
+            out[-1:] = [(out[-1] if out else b"") + unpacker.flush()]
+        except zlib.error:
+            continue
+        return out
+    raise FaultError(ErrorCategory.DECODE, f"the {coding} body does not decompress")
+
+
+def _assemble(
+    chunks: list[bytes], arrivals_ns: list[int], sent_ns: int, recorder: TimingRecorder,
+    *, chat: bool,
+) -> CompletionDraft:  # fmt: skip
     parser = SSEParser()
     assembler = StreamAssembler(recorder, chat=chat)
-    last = exchange.sent_ns
-    for data, arrival in zip(exchange.chunks, exchange.arrivals_ns, strict=True):
+    last = sent_ns
+    for data, arrival in zip(chunks, arrivals_ns, strict=True):
         parser.feed_into(data, arrival, assembler)
         last = arrival
     parser.close_into(last, assembler)

@@ -62,6 +62,12 @@ class ProxyMetrics:
         self.tool_call_outputs = Counter(
             f"{PREFIX}_tool_call_outputs", "answers that carried tool calls", side, registry=r
         )
+        self.refused = Counter(
+            f"{PREFIX}_refused",
+            "requests the proxy answered itself before reading them in full: busy (503, too "
+            "many bodies being buffered) or body_timeout (408, a slow upload)",
+            ["reason"], registry=r,
+        )  # fmt: skip
         self.answers = Counter(
             f"{PREFIX}_answers",
             "answers by the one answer classifier's class (servegate.stats.answers)",

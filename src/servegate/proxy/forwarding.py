@@ -44,12 +44,25 @@ class BodyTooLargeError(Exception):
     """The request body is over the proxy's limit."""
 
 
+class BodyTimeoutError(Exception):
+    """The request body did not arrive in full within the body-read timeout (a slow upload)."""
+
+
 class ClientGoneError(Exception):
     """The client disconnected before its request body was read."""
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The whole request body, refused early when its declared or actual size passes `limit`."""
+async def read_body(scope: Scope, receive: Receive, limit: int, timeout_s: float) -> bytes:
+    """The whole request body within `timeout_s` in all (BodyTimeoutError after it), refused
+    early when its declared or actual size passes `limit`."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _read_body(scope, receive, limit)
+    except TimeoutError:
+        raise BodyTimeoutError from None
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
@@ -73,13 +86,57 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
             return b"".join(parts)
 
 
-def upstream_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """The user's end-to-end headers for the primary (Host and hop-by-hop removed)."""
-    return [
-        (name.decode("latin-1"), value.decode("latin-1"))
+def _connection_named(raw: Iterable[tuple[bytes, bytes]]) -> frozenset[bytes]:
+    """Header names the sender listed in `Connection`: hop-by-hop too (RFC 9110 §7.6.1)."""
+    return frozenset(
+        token.strip().lower()
         for name, value in raw
-        if name.lower() not in HOP_BY_HOP
+        if name.lower() == b"connection"
+        for token in value.split(b",")
+        if token.strip()
+    )
+
+
+def _readable_encodings(value: bytes) -> bytes | None:
+    """Accept-Encoding narrowed to the codings the proxy can read back (gzip, deflate), so a
+    compressing primary is measured, not taken for a broken one; None: ask for none."""
+    kept = [
+        part.strip()
+        for part in value.split(b",")
+        if part.split(b";")[0].strip().lower() in (b"gzip", b"x-gzip", b"deflate", b"identity")
     ]
+    return b", ".join(kept) if kept else None
+
+
+def upstream_headers(
+    raw: Iterable[tuple[bytes, bytes]], client: str | None = None
+) -> list[tuple[str, str]]:
+    """The user's end-to-end headers for the primary: Host, hop-by-hop headers and those named
+    in `Connection` removed, Accept-Encoding narrowed to what the proxy reads, and the client's
+    address appended to X-Forwarded-For (what the user sent is kept, never taken as the
+    client)."""
+    raw = list(raw)
+    dropped = HOP_BY_HOP | _connection_named(raw)
+    out: list[tuple[str, str]] = []
+    forwarded: list[str] = []
+    for name, value in raw:
+        lower = name.lower()
+        if lower in dropped:
+            continue
+        if lower == b"x-forwarded-for":
+            forwarded.append(value.decode("latin-1").strip())
+            continue
+        if lower == b"accept-encoding":
+            narrowed = _readable_encodings(value)
+            if narrowed is None:
+                continue
+            value = narrowed
+        out.append((name.decode("latin-1"), value.decode("latin-1")))
+    if client is not None:
+        forwarded.append(client)
+    if forwarded:
+        out.append(("x-forwarded-for", ", ".join(v for v in forwarded if v)))
+    return out
 
 
 def candidate_headers(raw: Iterable[tuple[bytes, bytes]], key: str | None) -> dict[str, str]:
@@ -95,30 +152,34 @@ def candidate_headers(raw: Iterable[tuple[bytes, bytes]], key: str | None) -> di
 
 
 def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The upstream's response headers minus hop-by-hop ones (Content-Length is kept)."""
+    """The upstream's response headers minus hop-by-hop ones and those its `Connection` names
+    (Content-Length is kept)."""
+    raw = list(raw)
+    dropped = HOP_BY_HOP | _connection_named(raw)
     return [
         (name.lower(), value)
         for name, value in raw
-        if name.lower() not in HOP_BY_HOP or name.lower() == b"content-length"
+        if name.lower() not in dropped or name.lower() == b"content-length"
     ]
 
 
-async def send_error(send: Send, status: int, message: str, kind: str) -> None:
-    """An OpenAI-shaped error answer from the proxy itself (502, 504, 413, 400)."""
+async def send_error(
+    send: Send, status: int, message: str, kind: str, *, retry_after_s: int | None = None
+) -> None:
+    """An OpenAI-shaped error answer from the proxy itself (502, 504, 503, 413, 408, 400)."""
     body = json.dumps(
         {"error": {"message": message, "type": kind, "param": None, "code": status}}
     ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"x-servegate-proxy", b"error"),
-            ],
-        }
-    )
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-servegate-proxy", b"error"),
+    ]
+    if retry_after_s is not None:
+        headers.append((b"retry-after", str(retry_after_s).encode()))
+    if status in (408, 413, 503):  # the rest of an unread body is not read: close the connection
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
@@ -188,8 +249,10 @@ async def relay(
             exchange.error = f"the {side} went silent mid-answer"
     except aiohttp.ClientError as exc:
         if response is None:
+            # The record keeps the cause; the user's 502 never names the upstream's host.
             exchange.error = f"the {side} is unreachable: {type(exc).__name__}: {exc}"
-            await send_error(send, 502, exchange.error, "upstream_unreachable")
+            shown = f"the {side} is unreachable ({type(exc).__name__})"
+            await send_error(send, 502, shown, "upstream_unreachable")
         else:
             exchange.error = f"the {side} broke off: {type(exc).__name__}"
     finally:

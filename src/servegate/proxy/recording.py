@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from servegate.proxy.limits import ByteBudget
 from servegate.proxy.redaction import redact_headers, redact_value
 from servegate.store.errors import StoreError
 from servegate.store.proxy_records import ProxyRecorder
 
 log = logging.getLogger("servegate.proxy")
+RECORD_CHARS = 65_536  # of each answer's body, as Exchange.as_record keeps it
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Record:
     candidate: Mapping[str, Any] | None = None
     comparison: Mapping[str, Any] | None = None
     pair: bool = False  # written to the store (a sampled request), else only captured
+    size: int = 0  # bytes it holds, about: counted against the queues' byte cap
 
 
 def request_value(body: bytes) -> Any:
@@ -51,6 +54,7 @@ class RecordSink:
         *,
         size: int,
         on_drop: Callable[[], None],
+        budget: ByteBudget | None = None,
     ) -> None:
         self._recorder = recorder
         self._capture: IO[str] | None = None
@@ -58,6 +62,7 @@ class RecordSink:
             self._capture = capture.open("a", encoding="utf-8")
         self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=size)
         self._on_drop = on_drop
+        self._budget = budget
         self.failures = 0
         self.written = 0
         self._thread = threading.Thread(target=self._run, name="servegate-proxy-records")
@@ -77,9 +82,14 @@ class RecordSink:
         """Queue a record without blocking; a full queue drops it."""
         if not self.wanted:
             return
+        if self._budget is not None and not self._budget.take(record.size):
+            self._on_drop()
+            return
         try:
             self._queue.put_nowait(record)
         except queue.Full:
+            if self._budget is not None:
+                self._budget.give(record.size)
             self._on_drop()
 
     def close(self) -> None:
@@ -105,6 +115,8 @@ class RecordSink:
                         "servegate proxy: record not written (%d so far): %s", self.failures, exc
                     )
             finally:
+                if self._budget is not None:
+                    self._budget.give(record.size)
                 self._queue.task_done()
 
     def _write(self, record: Record) -> None:

@@ -67,6 +67,9 @@ class ProxySettings:
     primary_timeout_s: float | None = None  # None: as long as the primary streams
     record_bytes: int = 4 * 1024 * 1024  # an answer larger than this is served but not measured
     record_queue_size: int = 256  # records waiting for the store writer; beyond it, dropped
+    max_body_reads: int = 16  # request bodies buffered at once; beyond it 503 (Retry-After)
+    body_read_timeout_s: float = 30.0  # a body not in full by then: 408 (slow uploads)
+    max_queued_bytes: int = 256 * 1024 * 1024  # mirror + record queues together; beyond, drop
     seed: int | None = None  # for the sampling draw (tests, replays of a session)
     # canary mode: the candidate's own total and idle deadlines (policy canary.candidate_*)
     candidate_deadlines: DeadlineRule = field(default_factory=DeadlineRule)
@@ -74,7 +77,10 @@ class ProxySettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.sample <= 1.0:
             raise ProxySettingsError(f"--sample must be in [0, 1], got {self.sample}")
-        for name in ("max_body_bytes", "queue_size", "mirror_workers", "record_bytes"):
+        if not self.body_read_timeout_s > 0:
+            raise ProxySettingsError("the body-read timeout must be > 0 s")
+        for name in ("max_body_bytes", "queue_size", "mirror_workers", "record_bytes",
+                     "max_body_reads", "max_queued_bytes"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ProxySettingsError(f"{name} must be at least 1")
         if self.candidate_timeout_s <= 0:
@@ -98,4 +104,7 @@ class ProxySettings:
             "queue_size": self.queue_size,
             "mirror_workers": self.mirror_workers,
             "candidate_timeout_s": self.candidate_timeout_s,
+            "max_body_reads": self.max_body_reads,
+            "body_read_timeout_s": self.body_read_timeout_s,
+            "max_queued_bytes": self.max_queued_bytes,
         }

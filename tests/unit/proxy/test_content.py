@@ -101,3 +101,42 @@ def test_an_answer_the_user_abandoned_counts_against_the_side_that_served_it() -
     assert metrics["error"] == 1.0
     assert metrics["timeout"] == 1.0
     assert metrics["answer_abandoned"] == 1.0
+
+
+def test_a_gzip_answer_is_read_as_the_user_gets_it_not_called_broken() -> None:
+    import gzip
+
+    answer = json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Four."},
+                      "finish_reason": "stop"}]}
+    ).encode()  # fmt: skip
+    exchange = Exchange(
+        sent_ns=0, status=200,
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+    )  # fmt: skip
+    packed = gzip.compress(answer)
+    exchange.keep(packed[:10], 20 * MS, 1 << 20)  # gzip arrives in pieces like any body
+    exchange.keep(packed[10:], 40 * MS, 1 << 20)
+    exchange.done_ns = 40 * MS
+    metrics = _metrics(exchange, CHAT)
+    assert metrics["error"] == 0.0, metrics
+    assert metrics["answer_ok"] == 1.0
+
+
+def test_a_gzip_stream_keeps_the_arrival_time_of_each_event() -> None:
+    import zlib
+
+    packer = zlib.compressobj(wbits=31)  # gzip framing
+    exchange = Exchange(
+        sent_ns=0, status=200,
+        headers={"content-type": "text/event-stream", "content-encoding": "gzip"},
+    )  # fmt: skip
+    events = [_delta("Fo"), _delta("ur.", "stop"), "[DONE]"]
+    for i, event in enumerate(events, start=1):
+        piece = packer.compress(f"data: {event}\n\n".encode()) + packer.flush(zlib.Z_SYNC_FLUSH)
+        exchange.keep(piece, i * 100 * MS, 1 << 20)
+    exchange.keep(packer.flush(), 400 * MS, 1 << 20)
+    exchange.done_ns = 400 * MS
+    metrics = _metrics(exchange, STREAM)
+    assert metrics["error"] == 0.0, metrics
+    assert metrics["ttft_ms"] == 100.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servegate.proxy.forwarding import candidate_headers, response_headers, upstream_headers
+from servegate.proxy.limits import path_escape
 from servegate.proxy.settings import ProxySettings, ProxySettingsError, Upstream
 
 USER = [
@@ -85,3 +86,39 @@ def test_the_primary_cannot_be_the_candidate_and_the_sample_is_a_share() -> None
         ProxySettings(primary=same, candidate=Upstream.parse("candidate", "http://h:1"))
     with pytest.raises(ProxySettingsError, match="sample"):
         ProxySettings(primary=same, candidate=Upstream.parse("c", "http://h:2"), sample=1.5)
+
+
+def test_headers_named_in_connection_are_hop_by_hop_both_ways() -> None:
+    request = [(b"connection", b"close, X-Hop"), (b"x-hop", b"1"), (b"x-keep", b"2")]
+    assert upstream_headers(request) == [("x-keep", "2")]
+    response = [(b"Connection", b"x-hop"), (b"X-Hop", b"1"), (b"content-length", b"3")]
+    assert response_headers(response) == [(b"content-length", b"3")]
+
+
+def test_x_forwarded_for_is_appended_and_accept_encoding_narrowed_to_what_is_read() -> None:
+    raw = [(b"x-forwarded-for", b"10.0.0.1"), (b"accept-encoding", b"br, gzip;q=0.8, zstd")]
+    assert upstream_headers(raw, "192.0.2.7") == [
+        ("accept-encoding", "gzip;q=0.8"),
+        ("x-forwarded-for", "10.0.0.1, 192.0.2.7"),
+    ]
+    assert upstream_headers([(b"accept-encoding", b"br")], None) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "refused"),
+    [
+        (b"/v1/chat/completions", False),
+        (b"/v1/models/a%20b", False),
+        (b"/v1/../admin", True),
+        (b"/v1/%2e%2e/admin", True),
+        (b"/v1/%2E./admin", True),
+        (b"/v1/.", True),
+        (b"/v1%2fadmin", True),
+        (b"/v1%5Cadmin", True),
+        (b"/v1/..\\admin", True),
+    ],
+    ids=["plain", "encoded-space", "dotdot", "encoded-dotdot", "mixed-case", "dot", "enc-slash",
+         "enc-backslash", "backslash"],
+)  # fmt: skip
+def test_no_path_can_leave_the_upstream_prefix(path: bytes, refused: bool) -> None:
+    assert (path_escape(path) is not None) is refused
