@@ -78,6 +78,7 @@ def proxy(
         "--sample", "1", "--mirror-workers", "1", "--queue-size", "2",
         "--candidate-timeout-s", "20", "--max-body-bytes", str(MAX_BODY),
         "--db", str(folder / "proxy.db"), "--capture", str(folder / "capture.jsonl"),
+        "--store-bodies", "redacted",
     ) as running:  # fmt: skip
         yield running
 

@@ -26,7 +26,9 @@ share (--sample) of /v1/chat/completions, /v1/completions and /v1/embeddings req
 sent to --candidate in the background, through a bounded queue (a full queue drops the mirror,
 counted; the user never waits for the candidate). Each mirrored pair is compared as the gates
 compare (temperature-0 exact match and first divergence, degeneration, JSON and tool-call
-parsing, latency) and recorded in --db, redacted (credentials, cookies, key-like strings).
+parsing, latency) and recorded in --db: the comparison always, the prompts and answers only with
+--store-bodies redacted|full (credentials, cookies, key-like strings redacted unless full); pairs
+older than --retention-days are deleted; the files are created owner-only.
 
 The proxy's own endpoints: GET /servegate/metrics (Prometheus: content metrics of both sides,
 error/timeout counts, TTFT/E2EL histograms, exact-match counts, mirror queue depth and drops)
@@ -166,6 +168,21 @@ def _bind(host: str, port: int, option: str, text: str) -> socket.socket:
     help="A mirrored request gives up after this many seconds.",
 )
 @click.option(
+    "--store-bodies",
+    type=click.Choice(["none", "redacted", "full"]),
+    default="none",
+    show_default=True,
+    help="What of prompts and answers reaches --db and --capture: none (the comparison, "
+    "statuses and timings only), redacted (key-like strings and secret fields replaced) or full.",
+)
+@click.option(
+    "--retention-days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Recorded pairs older than this are deleted (at start and every hour).",
+)
+@click.option(
     "--max-body-reads",
     type=click.IntRange(1),
     default=16,
@@ -221,6 +238,8 @@ def proxy_command(
     queue_size: int,
     mirror_workers: int,
     candidate_timeout_s: float,
+    store_bodies: str,
+    retention_days: float,
     max_body_reads: int,
     body_read_timeout_s: float,
     max_queued_bytes: int,
@@ -250,6 +269,10 @@ def proxy_command(
             mirror_workers=mirror_workers,
             candidate_timeout_s=candidate_timeout_s,
             max_body_reads=max_body_reads,
+            store_bodies="full"
+            if store_bodies == "full"
+            else ("redacted" if store_bodies == "redacted" else "none"),
+            retention_days=retention_days,
             body_read_timeout_s=body_read_timeout_s,
             max_queued_bytes=max_queued_bytes,
             seed=seed,
@@ -264,8 +287,14 @@ def proxy_command(
                             ("--policy", policy_path), ("--secondary", secondary)):  # fmt: skip
             if value is not None:
                 fail(f"{flag} applies to --mode canary only; this proxy runs in shadow mode", 2)
+    if capture is not None and settings.store_bodies == "none":
+        fail("--capture writes request bodies: choose --store-bodies redacted or full", 2)
     if capture is not None and capture.parent and not capture.parent.is_dir():
         fail(f"--capture: folder {capture.parent} does not exist", 2)
+    # Prompts, answers and the canary's evidence are users' data: every file this process
+    # creates (the SQLite database, its -wal/-shm, the capture file) is owner-only.
+    os.umask(0o077)
+    _owner_only(str(db or DEFAULT_DB), capture)
     plan = _plan(steps, interval) if settings.mode == "canary" else None
     controller = None
     try:
@@ -310,6 +339,19 @@ def proxy_command(
         err=False,
     )
     _serve(proxy, sockets)
+
+
+def _owner_only(db: str, capture: Path | None) -> None:
+    """Files from an earlier run made readable to their owner only (new ones are, by umask)."""
+    paths = [] if capture is None else [capture]
+    if "://" not in db:
+        paths += [Path(db + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+    for path in paths:
+        try:
+            if path.exists() and path.stat().st_mode & 0o077:
+                path.chmod(0o600)
+        except OSError as exc:
+            fail(f"cannot make {path} owner-only: {exc.strerror or exc}", 2)
 
 
 def _plan(steps: str | None, interval: str | None) -> CanaryPlan:

@@ -138,6 +138,8 @@ class Proxy:
             self._capture,
             size=self.settings.record_queue_size,
             budget=self.queued,
+            bodies=self.settings.store_bodies,
+            retention_s=self.settings.retention_days * 86_400,
             on_drop=self.metrics.record_drops.inc,
         )
         self._judge = PairJudge(size=JUDGE_BACKLOG)

@@ -1,6 +1,11 @@
 """Pairs and captures written off the event loop: a bounded queue drained by one thread, which
 redacts every record before it goes to the store or the capture file. A full queue drops the
-record (counted) rather than slow a user's request."""
+record (counted) rather than slow a user's request.
+
+What of prompts and answers is written is the proxy's `store_bodies`: `none` (the default: the
+request's and answers' bodies are left out, the comparison, statuses and timings kept),
+`redacted` (key-like strings and secret fields replaced) or `full`. Headers are always redacted.
+The thread also deletes stored pairs older than the retention, at start and every hour."""
 
 from __future__ import annotations
 
@@ -8,18 +13,22 @@ import json
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 from servegate.proxy.limits import ByteBudget
 from servegate.proxy.redaction import redact_headers, redact_value
+from servegate.proxy.settings import StoreBodies
 from servegate.store.errors import StoreError
 from servegate.store.proxy_records import ProxyRecorder
 
 log = logging.getLogger("servegate.proxy")
 RECORD_CHARS = 65_536  # of each answer's body, as Exchange.as_record keeps it
+PRUNE_EVERY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,8 @@ class RecordSink:
         size: int,
         on_drop: Callable[[], None],
         budget: ByteBudget | None = None,
+        bodies: StoreBodies = "none",
+        retention_s: float | None = None,
     ) -> None:
         self._recorder = recorder
         self._capture: IO[str] | None = None
@@ -63,6 +74,9 @@ class RecordSink:
         self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=size)
         self._on_drop = on_drop
         self._budget = budget
+        self._bodies = bodies
+        self._retention_s = retention_s
+        self._pruned_at = float("-inf")
         self.failures = 0
         self.written = 0
         self._thread = threading.Thread(target=self._run, name="servegate-proxy-records")
@@ -99,8 +113,27 @@ class RecordSink:
         if self._capture is not None:
             self._capture.close()
 
+    def _prune(self) -> None:
+        """Delete stored pairs older than the retention (every hour at most)."""
+        if self._recorder is None or self._retention_s is None:
+            return
+        now = time.monotonic()
+        if now - self._pruned_at < PRUNE_EVERY_S:
+            return
+        self._pruned_at = now
+        cutoff = datetime.now(UTC) - timedelta(seconds=self._retention_s)
+        try:
+            deleted = self._recorder.prune(cutoff.isoformat(timespec="milliseconds"))
+        except StoreError as exc:
+            log.error("servegate proxy: old pairs not deleted: %s", exc)
+            return
+        if deleted:
+            log.info("servegate proxy: deleted %d pairs older than the retention", deleted)
+
     def _run(self) -> None:
+        self._prune()
         while True:
+            self._prune()
             record = self._queue.get()
             if record is None:
                 self._queue.task_done()
@@ -119,8 +152,17 @@ class RecordSink:
                     self._budget.give(record.size)
                 self._queue.task_done()
 
+    def _body(self, value: Any) -> Any:
+        if self._bodies == "none":
+            return None
+        return value if self._bodies == "full" else redact_value(value)
+
+    def _answer(self, answer: Mapping[str, Any]) -> dict[str, Any]:
+        kept = {k: v for k, v in answer.items() if k != "body"}
+        return {**redact_value(kept), "body": self._body(answer.get("body"))}
+
     def _write(self, record: Record) -> None:
-        request = redact_value(record.request)
+        request = self._body(record.request)
         headers = redact_headers(record.headers)
         if self._capture is not None:
             line = {"path": record.path, "headers": headers, "request": request}
@@ -130,7 +172,7 @@ class RecordSink:
             self._recorder.write_pair(
                 record.path,
                 {"headers": headers, "body": request},
-                redact_value(record.primary or {}),
-                None if record.candidate is None else redact_value(record.candidate),
+                self._answer(record.primary or {}),
+                None if record.candidate is None else self._answer(record.candidate),
                 None if record.comparison is None else redact_value(record.comparison),
             )

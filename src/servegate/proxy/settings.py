@@ -11,6 +11,7 @@ from yarl import URL
 from servegate.canary.deadline_rule import DeadlineRule
 
 Mode = Literal["shadow", "canary"]
+StoreBodies = Literal["none", "redacted", "full"]
 
 
 class ProxySettingsError(ValueError):
@@ -70,6 +71,9 @@ class ProxySettings:
     max_body_reads: int = 16  # request bodies buffered at once; beyond it 503 (Retry-After)
     body_read_timeout_s: float = 30.0  # a body not in full by then: 408 (slow uploads)
     max_queued_bytes: int = 256 * 1024 * 1024  # mirror + record queues together; beyond, drop
+    # What of prompts and answers reaches disk: none (the comparison only), redacted, full.
+    store_bodies: StoreBodies = "none"
+    retention_days: float = 30.0  # stored pairs older than this are deleted
     seed: int | None = None  # for the sampling draw (tests, replays of a session)
     # canary mode: the candidate's own total and idle deadlines (policy canary.candidate_*)
     candidate_deadlines: DeadlineRule = field(default_factory=DeadlineRule)
@@ -77,6 +81,8 @@ class ProxySettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.sample <= 1.0:
             raise ProxySettingsError(f"--sample must be in [0, 1], got {self.sample}")
+        if not self.retention_days > 0:
+            raise ProxySettingsError("--retention-days must be > 0")
         if not self.body_read_timeout_s > 0:
             raise ProxySettingsError("the body-read timeout must be > 0 s")
         for name in ("max_body_bytes", "queue_size", "mirror_workers", "record_bytes",
@@ -107,4 +113,6 @@ class ProxySettings:
             "max_body_reads": self.max_body_reads,
             "body_read_timeout_s": self.body_read_timeout_s,
             "max_queued_bytes": self.max_queued_bytes,
+            "store_bodies": self.store_bodies,
+            "retention_days": self.retention_days,
         }

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, delete, insert, select, update
 
 from servegate.store import tables
 from servegate.store.errors import StoreError
@@ -80,6 +80,10 @@ class ProxyRecorder:
                 )
         return cls(engine, session_id)
 
+    def prune(self, older_than: str) -> int:
+        """Delete pairs (of every session) recorded before `older_than`; how many."""
+        return prune_pairs(self.engine, older_than)
+
     def write_pair(
         self,
         path: str,
@@ -101,6 +105,15 @@ class ProxyRecorder:
                     comparison_json=None if comparison is None else _dumps(comparison),
                 )
             )
+
+
+def prune_pairs(engine: Engine, older_than: str) -> int:
+    """Delete every proxy pair recorded before `older_than` (ISO 8601, UTC); how many."""
+    with _writing(engine, "delete pairs past the retention") as conn:
+        done = conn.execute(
+            delete(tables.proxy_pairs).where(tables.proxy_pairs.c.recorded_at < older_than)
+        )
+        return int(done.rowcount or 0)
 
 
 def read_pairs(engine: Engine, session_id: str) -> list[PairRecord]:
