@@ -51,7 +51,7 @@ def test_a_decision_and_its_state_are_written_together_and_resumed(
         ("rollback", 0, 10.0) if bad else ("promote", 0, 10.0)
     )
     assert stored.evidence["reason"] == decision.reason
-    assert {m["metric"] for m in stored.evidence["metrics"]} >= {"garbage", "error", "e2el_ms"}
+    assert {c["name"] for c in stored.evidence["checks"]} >= {"garbage", "error", "e2el_ms"}
     [(state_json,)] = rows(store_url, "SELECT state_json FROM proxy_sessions WHERE id = 's1'")
     assert '"phase": "rolled_back"' in state_json if bad else '"step_index": 1' in state_json
 
