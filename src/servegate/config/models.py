@@ -169,7 +169,8 @@ class CanaryPolicy(_Frozen):
     max_extensions: int = _key(
         3,
         "intervals",
-        "How many times one step may be held (too few requests, or a marginal score) before the "
+        "How many times one step may be held (a core check not measured: too few answers or "
+        "latency blocks) before the "
         "canary rolls back: a candidate that cannot be judged is never promoted.",
         ge=0,
     )
@@ -194,9 +195,9 @@ class CanaryPolicy(_Frozen):
         0.0,
         "fraction of answers",
         "How much the candidate's share of degenerate answers (the probes' severe-degeneration "
-        "check) may exceed the primary's, once also significant. A critical metric: any "
-        "significant excess rolls back whatever the score (the mixed-dtype engine answers "
-        "garbage to every request).",
+        "check) may exceed the primary's, once also significant (one-sided Fisher exact). Like "
+        "every canary check, a failure rolls back whatever the score (the mixed-dtype engine "
+        "answers garbage to every request).",
     )
     parse_failure_ratio_max: float = _key(
         2.0,
