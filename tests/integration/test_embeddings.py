@@ -97,8 +97,9 @@ def test_clean_against_clean_passes_with_an_exactly_zero_distance(
     assert gate["metrics"]["embedding_dimension"] == 576
     assert gate["metrics"]["embedding_max_cosine_distance"] == 0.0
     assert gate["metrics"]["embedding_floor_max_cosine_distance"] == 0.0
-    # llama-cpp-python serves neither /score nor /rerank: listed, never passed.
-    assert [n.split(":")[0] for n in gate["not_measured"]] == [
+    # llama-cpp-python serves neither /score nor /rerank: not applicable, listed, never passed.
+    assert gate["not_measured"] == []
+    assert [n.split(":")[0] for n in gate["not_applicable"]] == [
         "/score score deviation, per pair",
         "/rerank score deviation, per pair",
     ]

@@ -582,6 +582,11 @@ class GateConfig(_Frozen):
     run_deadline_s: PositiveSeconds = 1800.0
     impossible_prompt_words: int = Field(default=12_000, ge=16)
     numerics_prompts: int = Field(default=12, ge=1)
+    # The time prompt scoring (perplexity on the reference texts) may take per side: a server
+    # that scores slowly (stock llama-cpp-python sorts its vocabulary in Python for every echoed
+    # token: ~0.15 s/token on 2 cores, 7 minutes for the ~2,950-token texts) scores the texts
+    # one by one until the next would not fit, and the report says how many tokens that was.
+    perplexity_budget_s: PositiveSeconds = 600.0
     # A side that timed out on this many requests in a row gets no more requests in that gate:
     # the rest are "not sent", so a candidate that hangs on everything still meets the deadline.
     hung_after_timeouts: int = Field(default=2, ge=1)

@@ -115,8 +115,10 @@ async def collect(
             tuple(checks.values()), chars, dl, policy.timeout_latency_factor, SCORING_CAP_S
         )
 
+    scoring_note = ""
     if opts.perplexity and both:
-        texts = await score_texts(pair, deadline, checks)
+        scored_texts = await score_texts(pair, deadline, checks, budget_s=cfg.perplexity_budget_s)
+        texts, scoring_note = scored_texts.texts, scored_texts.note
     # The candidate's divergent text scored by the baseline needs only the baseline's echo: a
     # candidate that returns no logprobs (transformers serve) is still judged on what it said.
     if opts.cross_scoring and scored.get("baseline"):
@@ -133,6 +135,7 @@ async def collect(
         pair.model,
         checks,
         texts,
+        scoring_note,
     )
 
 

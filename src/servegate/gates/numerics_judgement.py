@@ -285,6 +285,7 @@ def _perplexity_check(
         return gap, info
     result = perplexity_shift(ev.texts, routes["baseline"], routes["candidate"])
     info |= {
+        "scoring_budget_note": ev.scoring_note or None,
         "texts_compared": list(result.texts_compared),
         "texts_unscored": list(result.texts_unscored),
         "texts_tokenized_differently": list(result.texts_tokenized_differently),
@@ -312,7 +313,8 @@ def _perplexity_check(
     cover = ""
     if result.coverage is not None and result.coverage < 1.0:
         cover = f", {result.coverage:.0%} of {result.tokens_total} positions scored on both sides"
-    shown = f"{s.mean:+.4f} ± {s.stderr:.4f} nats/token (z {z:+.1f}, {s.n} tokens{cover})"
+    budget = f"; {ev.scoring_note}" if ev.scoring_note else ""
+    shown = f"{s.mean:+.4f} ± {s.stderr:.4f} nats/token (z {z:+.1f}, {s.n} tokens{cover}{budget})"
     routes_text = "; ".join(f"{side}: {r.describe()}" for side, r in routes.items())
     return check(
         "perplexity_shift",

@@ -60,6 +60,7 @@ class NumericsEvidence:
     # per side ("baseline", "candidate"): its echo logprobs against its generation logprobs
     echo: dict[str, EchoCheck] = field(default_factory=dict)
     texts: tuple[TextScore, ...] = ()
+    scoring_note: str = ""  # texts left out for the scoring budget, when any
 
 
 def probe_request(api: Api, prompt: str, opts: NumericsConfig) -> dict[str, Any]:

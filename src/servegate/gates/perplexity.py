@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -199,26 +200,54 @@ async def _both(
     return await pair.sides(baseline, candidate)
 
 
+@dataclass(frozen=True)
+class Scored:
+    """The texts scored, and those left out because the scoring budget would not hold them."""
+
+    texts: tuple[TextScore, ...]
+    skipped: tuple[str, ...] = ()
+    note: str = ""
+
+
 async def score_texts(
     pair: EndpointPair,
     deadline: Deadline,
     checks: Mapping[str, EchoCheck],
     texts: Sequence[tuple[str, str]] | None = None,
-) -> tuple[TextScore, ...]:
+    *,
+    budget_s: float = math.inf,
+) -> Scored:
     """Score the reference texts on the baseline and on the candidate: joined into one long
-    text, or each apart when a side rejects the long one (a context shorter than it).
-    `deadline(chars)` is each request's deadline."""
+    text when the sides' measured scoring speed fits it in `budget_s` (apart when a side rejects
+    it: a context shorter than it), else one by one until the next would not fit, the first
+    always. `deadline(chars)` is each request's deadline."""
+    rates = [c.seconds_per_char for c in checks.values() if c.seconds_per_char is not None]
+    rate = max(rates, default=0.0)
     if texts is None:
         text_id, text = long_text()
-        b, c = await _both(pair, checks, text, f"perplexity:{text_id}", deadline(len(text)))
-        if not (_too_long(b) or _too_long(c)):
-            return (TextScore(text_id, b, c),)
+        if rate * len(text) <= budget_s:
+            b, c = await _both(pair, checks, text, f"perplexity:{text_id}", deadline(len(text)))
+            if not (_too_long(b) or _too_long(c)):
+                return Scored((TextScore(text_id, b, c),))
         texts = reference_texts()
-    out = []
-    for text_id, text in texts:
+    out: list[TextScore] = []
+    started, chars = time.perf_counter(), 0
+    for i, (text_id, text) in enumerate(texts):
+        spent = time.perf_counter() - started
+        if chars:
+            rate = spent / chars  # measured on the texts scored so far, both sides at once
+        if out and spent + rate * len(text) > budget_s:
+            skipped = tuple(t for t, _ in texts[i:])
+            note = (
+                f"{len(out)} of {len(texts)} reference texts scored: the next would not fit the "
+                f"{budget_s:g} s scoring budget at the measured {rate * 1e3:.1f} ms/character "
+                "(perplexity_budget_s)"
+            )
+            return Scored(tuple(out), skipped, note)
         b, c = await _both(pair, checks, text, f"perplexity:{text_id}", deadline(len(text)))
         out.append(TextScore(text_id, b, c))
-    return tuple(out)
+        chars += len(text)
+    return Scored(tuple(out))
 
 
 def token_nlls(result: Completion, route: ScoringRoute) -> list[tuple[str, float | None]] | None:

@@ -113,3 +113,27 @@ async def test_nan_in_echo_logprobs_leaves_the_side_without_a_route_with_one_lin
     assert route.name == "none"
     assert "non_finite_logprob" in route.reason
     assert "\n" not in route.reason
+
+
+async def test_a_slow_scorer_scores_the_texts_one_by_one_within_the_budget() -> None:
+    from servegate.gates.perplexity import LONG_TEXT_ID, reference_texts, score_texts
+
+    answer = {"choices": [{"index": 0, "text": "x", "finish_reason": "length"}]}
+    slow = EchoCheck(offered=True, errors_nats={0: 13.7, 1: 0.0}, seconds_per_char=0.2)
+    async with ScriptedServer() as server:
+        server.route("/v1/completions", reply_json(answer))
+        async with (
+            OpenAIEndpoint("baseline", server.url) as b,
+            OpenAIEndpoint("candidate", server.url) as c,
+        ):
+            pair = EndpointPair(b, c, model="m")
+            checks = {"baseline": slow, "candidate": slow}
+            tight = await score_texts(pair, lambda n: 5.0, checks, budget_s=1e-6)
+            ample = await score_texts(pair, lambda n: 5.0, checks, budget_s=3600.0)
+    # 13,000 characters at 0.2 s each is far past the budget: never the joined text; the first
+    # text always, then nothing that would not fit.
+    assert [t.text_id for t in tight.texts] == [reference_texts()[0][0]]
+    assert len(tight.skipped) == len(reference_texts()) - 1
+    assert "1 of 8 reference texts scored" in tight.note
+    assert [t.text_id for t in ample.texts] == [LONG_TEXT_ID]  # 2,600 s fits an hour
+    assert ample.skipped == ()
