@@ -28,6 +28,7 @@ from servegate.gates.embeddings_plan import (
     ScoreAnswer,
     ScoreApi,
     ScoreEvidence,
+    baseline_failed,
     score_answer,
     score_request,
     shipped_inputs,
@@ -69,6 +70,14 @@ async def collect(
         return await pair.recording(ep, gate=NAME, probe=probe).embeddings(body, deadline_s=dl)
 
     baseline = await embed(pair.baseline, "embeddings")
+    single: Embeddings | None = None
+    if baseline_failed(baseline.error):
+        # Failed, or does it not serve sentence embeddings at all? One input alone tells: a
+        # generative llama.cpp server fails a batch with HTTP 500 and answers one input with
+        # per-token vectors (not applicable); a server that embeds one input fine failed.
+        one = pair.body({"input": [inputs[0].text]})
+        tagged = pair.recording(pair.baseline, gate=NAME, probe="embeddings:single")
+        single = await tagged.embeddings(one, deadline_s=dl)
     candidate: Embeddings | None = None
     floor: list[tuple[str, Embeddings]] = []
     if baseline.ok:
@@ -94,6 +103,7 @@ async def collect(
         candidate_url=pair.candidate.base_url,
         model=pair.model,
         scores=tuple(scores),
+        baseline_single=single,
     )
 
 

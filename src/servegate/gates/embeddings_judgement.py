@@ -7,7 +7,6 @@ import math
 from collections.abc import Sequence
 
 from servegate.config.models import Policy
-from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Embeddings
 from servegate.gates.embeddings_plan import (
     NAME,
@@ -15,6 +14,7 @@ from servegate.gates.embeddings_plan import (
     EmbeddingsEvidence,
     ScoreAnswer,
     ScoreEvidence,
+    baseline_failed,
 )
 from servegate.gates.evidence import curl, excerpt
 from servegate.stats.divergence import noise_limit
@@ -64,28 +64,15 @@ def _ids(inputs: Sequence[EmbeddingInput], indexes: Sequence[int]) -> str:
     return ", ".join(named[:8]) + (f" (+{len(named) - 8})" if len(named) > 8 else "")
 
 
-# A baseline that failed (no answer in time, a 5xx, a broken connection) serves the endpoint and
-# was not measured; any other answer without usable vectors (404, "not supported", per-token
-# vectors, zero norms) says it does not serve it: not applicable.
-FAILED = frozenset(
-    {
-        ErrorCategory.INFRA,
-        ErrorCategory.TIMEOUT,
-        ErrorCategory.STALLED,
-        ErrorCategory.RESET,
-        ErrorCategory.SERVER,
-        ErrorCategory.RATE_LIMITED,
-        ErrorCategory.TRUNCATED,
-        ErrorCategory.TLS,
-        ErrorCategory.CANCELLED,
-        ErrorCategory.NOT_SENT,
-    }
-)
-
-
-def baseline_failed(error: RequestError | None) -> bool:
-    """The baseline's embeddings request failed as a request (not measured, never a skip)."""
-    return error is not None and error.category in FAILED
+def _serves_none(ev: EmbeddingsEvidence) -> bool:
+    """A failed batch, and one input alone answered without a usable vector (a generative
+    llama.cpp server: per-token vectors): the server does not serve sentence embeddings."""
+    one = ev.baseline_single
+    if one is None:
+        return False
+    if one.error is not None:
+        return not baseline_failed(one.error)
+    return bool(problems(one.vectors, 1, len(one.vectors[0]) if one.vectors else None).get("count"))
 
 
 def score_failed(answer: ScoreAnswer) -> bool:
@@ -314,7 +301,7 @@ def evaluate(ev: EmbeddingsEvidence, policy: Policy, *, strict: bool = False) ->
             if metrics["embedding_floor_max_cosine_distance"] is None:
                 why = "the baseline's repeat gave no usable vectors: limits use the tolerance alone"
                 checks.append(not_measured("noise_floor", "the baseline's noise floor", why))
-    elif baseline_failed(b.error):
+    elif baseline_failed(b.error) and not _serves_none(ev):
         # The baseline serves embeddings but failed here (timeout, 5xx, reset): a failed
         # baseline is not measured, never a skip.
         checks.append(

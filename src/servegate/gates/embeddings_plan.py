@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import yaml
 
+from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Embeddings, RawResponse
 
 NAME = "embeddings"
@@ -98,6 +99,32 @@ class EmbeddingsEvidence:
     candidate_url: str
     model: str | None = None
     scores: tuple[ScoreEvidence, ...] = ()
+    # One input alone, asked when the baseline's batch failed: does it serve embeddings at all?
+    baseline_single: Embeddings | None = None
+
+
+# A baseline that failed (no answer in time, a 5xx, a broken connection) serves the endpoint and
+# was not measured; any other answer without usable vectors (404, "not supported", per-token
+# vectors, zero norms) says it does not serve it: not applicable.
+FAILED = frozenset(
+    {
+        ErrorCategory.INFRA,
+        ErrorCategory.TIMEOUT,
+        ErrorCategory.STALLED,
+        ErrorCategory.RESET,
+        ErrorCategory.SERVER,
+        ErrorCategory.RATE_LIMITED,
+        ErrorCategory.TRUNCATED,
+        ErrorCategory.TLS,
+        ErrorCategory.CANCELLED,
+        ErrorCategory.NOT_SENT,
+    }
+)
+
+
+def baseline_failed(error: RequestError | None) -> bool:
+    """The baseline's embeddings request failed as a request (not measured, never a skip)."""
+    return error is not None and error.category in FAILED
 
 
 def score_answer(api: ScoreApi, raw: RawResponse, documents: int) -> ScoreAnswer:

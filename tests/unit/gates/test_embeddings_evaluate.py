@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -321,3 +322,23 @@ def test_the_shipped_inputs_are_distinct_and_the_rerank_case_has_documents() -> 
     assert len({i.id for i in inputs}) == len(inputs)
     assert all(i.text.strip() for i in inputs)
     assert len(shipped_rerank().documents) >= 2
+
+
+@pytest.mark.parametrize(
+    ("single", "status"),
+    [
+        (failed(ErrorCategory.EMBEDDING_INVALID, "embedding 0 holds non-numbers"), Status.SKIP),
+        (emb(BASE[0]), Status.INCONCLUSIVE),
+        (failed(ErrorCategory.SERVER, "HTTP 500", 500), Status.INCONCLUSIVE),
+    ],
+    ids=["one-input-gets-per-token-vectors", "one-input-embeds-fine", "one-input-fails-too"],
+)
+def test_a_failed_batch_is_told_from_a_server_without_embeddings_by_one_input(
+    single: Embeddings, status: Status
+) -> None:
+    # A generative llama.cpp server fails the batch with HTTP 500 (n_seq_max 1) and answers one
+    # input with per-token vectors: it serves no sentence embeddings (not applicable). A server
+    # that embeds one input fine but failed the batch failed: not measured.
+    batch = failed(ErrorCategory.SERVER, "HTTP 500: llama_decode returned -1", 500)
+    ev = replace(evidence(None, baseline=batch, floor=()), baseline_single=single)
+    assert evaluate(ev, Policy()).status is status
