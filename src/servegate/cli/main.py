@@ -7,6 +7,7 @@ import sys
 import click
 
 from servegate import __version__
+from servegate.config.redaction import environment_secrets, hide
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -50,7 +51,24 @@ def _register() -> None:
         proxy_cmd.proxy_command,
         replay_cmd.replay_command,
     ):
+        _db_from_environment(command)
         cli.add_command(command)
+
+
+# The run database, when --db is not given: a URL with a password belongs in the environment
+# (a Kubernetes Secret), not in argv where `ps` and /proc show it.
+DB_ENV = "SERVEGATE_DB_URL"
+
+
+def _db_from_environment(command: click.Command) -> None:
+    """Every `--db` of `command` (and of its subcommands) reads DB_ENV when not given."""
+    for param in command.params:
+        if isinstance(param, click.Option) and "--db" in param.opts:
+            param.envvar = DB_ENV
+            param.show_envvar = True
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _db_from_environment(sub)
 
 
 def main() -> None:
@@ -64,5 +82,12 @@ def main() -> None:
         click.echo("servegate: interrupted", err=True)
         sys.exit(130)
     except BaseException as exc:  # a crash never exits 0
-        click.echo(f"servegate: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"servegate: internal error: {crash_line(exc)}", err=True)
         sys.exit(4)
+
+
+def crash_line(exc: BaseException) -> str:
+    """`ExceptionClass: message` on one line, secrets hidden (an exception's text can carry a
+    database URL with its password, a request header or a launch command)."""
+    message = hide(" ".join(str(exc).split()), environment_secrets())
+    return f"{type(exc).__name__}: {message}"[:2000]

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, s
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
+from servegate.config.redaction import redact_config
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.recording import Result
 from servegate.store import tables
@@ -164,7 +165,7 @@ class RunWriter:
                     baseline_url=baseline_url,
                     candidate_url=candidate_url,
                     model=_clean(model),
-                    config_json=json.dumps(config, default=str),
+                    config_json=json.dumps(redact_config(config), default=str),
                     pid=os.getpid(),
                     hostname=hostname(),
                     attempt=1,
