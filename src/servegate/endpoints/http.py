@@ -87,6 +87,26 @@ class OpenAIEndpoint:
         self._pool: WirePool | None = None  # http: the lean HTTP/1.1 client (wire.py)
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._urls: dict[str, URL] = {}
+        self._load_views: dict[int, OpenAIEndpoint] = {}
+
+    def under_load(self, connections: int) -> OpenAIEndpoint:
+        """This endpoint as load sends to it: no retries and a pool of `connections`; kept per
+        connection count (its connections are reused by the next step) and closed with it."""
+        if self._retry.max_attempts == 1 and self._max_connections == connections:
+            return self
+        view = self._load_views.get(connections)
+        if view is None:
+            view = OpenAIEndpoint(
+                self._name,
+                self.base_url,
+                headers=self._headers,  # with the Authorization this endpoint was given
+                timeouts=self._timeouts,
+                retry=RetryConfig(max_attempts=1),
+                max_bytes=self._max_bytes,
+                max_connections=connections,
+            )
+            self._load_views[connections] = view
+        return view
 
     def __repr__(self) -> str:
         return f"OpenAIEndpoint(name={self._name!r}, base_url={self.base_url!r})"
@@ -140,6 +160,9 @@ class OpenAIEndpoint:
 
     async def aclose(self) -> None:
         """Close the connection pool; the endpoint opens a new one if used again."""
+        views, self._load_views = list(self._load_views.values()), {}
+        for view in views:
+            await view.aclose()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
