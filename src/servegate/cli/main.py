@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sys
+from typing import Any
 
 import click
 
@@ -52,12 +54,49 @@ def _register() -> None:
         replay_cmd.replay_command,
     ):
         _db_from_environment(command)
+        _finite_floats(command)
         cli.add_command(command)
 
 
 # The run database, when --db is not given: a URL with a password belongs in the environment
 # (a Kubernetes Secret), not in argv where `ps` and /proc show it.
 DB_ENV = "SERVEGATE_DB_URL"
+
+
+def _finite(number: Any, param_type: click.ParamType[Any, Any], value: Any,
+            param: click.Parameter | None, ctx: click.Context | None) -> Any:  # fmt: skip
+    if isinstance(number, float) and not math.isfinite(number):
+        param_type.fail(f"{value!r} is not a finite number", param, ctx)
+    return number
+
+
+class FiniteFloat(click.types.FloatParamType):
+    """FLOAT, finite: click's FLOAT accepts `nan` and `inf`, and a nan deadline or rate makes
+    every comparison false."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return _finite(super().convert(value, param, ctx), self, value, param, ctx)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """FloatRange, finite (nan passes every range check: each comparison with it is false)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return _finite(super().convert(value, param, ctx), self, value, param, ctx)
+
+
+def _finite_floats(command: click.Command) -> None:
+    """Every float option of `command` (and of its subcommands) refuses nan and inf."""
+    for param in command.params:
+        kind = param.type
+        if isinstance(kind, click.FloatRange) and not isinstance(kind, FiniteFloatRange):
+            param.type = FiniteFloatRange(kind.min, kind.max, min_open=kind.min_open,
+                                          max_open=kind.max_open, clamp=kind.clamp)  # fmt: skip
+        elif type(kind) is click.types.FloatParamType:
+            param.type = FiniteFloat()
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _finite_floats(sub)
 
 
 def _db_from_environment(command: click.Command) -> None:
