@@ -25,7 +25,8 @@ def runs(db: str, limit: int, as_json: bool) -> None:
     """List recorded gate runs, newest first.
 
     State: running, finished, crashed (it raised; the reason says what), or interrupted (still
-    marked running, but its process on this host is gone: killed)."""
+    marked running, but its process on this host is gone, or — from any host — its heartbeat is
+    older than the 120 s lease: killed; `gate --resume RUN` continues it)."""
     try:
         engine = open_engine(db)
         rows = [{**r, "state": shown_state(r)} for r in list_runs(engine, limit)]
@@ -47,6 +48,7 @@ def runs(db: str, limit: int, as_json: bool) -> None:
             "reason",
             "pid",
             "hostname",
+            "heartbeat_at",
         )
         click.echo(json.dumps([{k: r[k] for k in keys} for r in rows], indent=2))
         return
