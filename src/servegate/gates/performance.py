@@ -229,7 +229,7 @@ async def _served(
     pilots: list[ServedPilot] = []
     while True:
         step = await run_step(
-            pair.recording(pair.baseline, gate=NAME, probe=f"load:pilot:c{n}"),
+            pair.recording(for_load(pair.baseline, n), gate=NAME, probe=f"load:pilot:c{n}"),
             source,
             closed_loop(n),
             block_bounds(settings, max(n, warmup_count(settings)), cfg.request_deadline_s),
