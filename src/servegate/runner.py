@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 
 from servegate import __version__
 from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, GateConfig
+from servegate.config.redaction import environment_secrets, hide
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
@@ -142,13 +143,16 @@ def _choose_model(cfg: GateConfig, b: Preflight, c: Preflight) -> str | None:
 
 
 def _secrets(cfg: GateConfig) -> list[str]:
-    """API keys and URL passwords of this run: never written into a crash reason."""
+    """API keys, URL passwords and launch environment values of this run, and this process's
+    secret-named variables: never written into a crash reason."""
     sides = [cfg.baseline, cfg.candidate] + (
         [cfg.baseline_replica] if cfg.baseline_replica is not None else []
     )
     found = [os.environ.get(s.api_key_env, "") for s in sides if s.api_key_env is not None]
     found += [urlsplit(s.url_template).password or "" for s in sides]
-    return [s for s in found if s]
+    found += [v for s in sides if s.launch is not None for v in s.launch.env.values()]
+    found += environment_secrets()
+    return sorted({s for s in found if len(s.strip()) >= 4}, key=len, reverse=True)
 
 
 def _crash_reason(exc: BaseException, secrets: Sequence[str]) -> str:
@@ -156,8 +160,7 @@ def _crash_reason(exc: BaseException, secrets: Sequence[str]) -> str:
     message = " ".join(str(exc).split())
     if not message and isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
         message = "the run was interrupted (Ctrl-C, a signal or a cancelled task)"
-    for secret in sorted(secrets, key=len, reverse=True):
-        message = message.replace(secret, "***")
+    message = hide(message, sorted(secrets, key=len, reverse=True))
     reason = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return reason[:2000]
 

@@ -74,3 +74,59 @@ def test_a_secret_key_and_a_url_password_appear_nowhere(
     for secret in (KEY, PASSWORD):
         leaked = [name for name, text in texts.items() if secret in text]
         assert leaked == [], f"{secret} found in {leaked}"
+
+
+LAUNCH_KEY = "sk-launch-canary-2e94d0"
+LAUNCH_ENV = "env-canary-7a61b3"
+
+
+def test_a_launch_blocks_key_and_environment_appear_nowhere(
+    benign_engine: RunningEngine, tmp_path: Path
+) -> None:
+    """A managed baseline started with `--api_key KEY` on its command line (llama.cpp then
+    demands it) and a secret in its environment: the run database, every report and what
+    servegate prints keep the names and the shape of the command, never the values."""
+    from servegate.engine.launch import llama_command
+    from servegate.engine.model import shipped_model_path
+
+    argv = llama_command(shipped_model_path(), 1, ("--api_key", LAUNCH_KEY))
+    argv[argv.index("--port") + 1] = "{port}"
+    config = {
+        "baseline": {"launch": {"command": argv, "env": {"SERVEGATE_LAUNCH_TOKEN": LAUNCH_ENV},
+                                "ready_timeout_s": 120},
+                     "api_key_env": "SERVEGATE_CANARY_KEY"},
+        "candidate": {"url": benign_engine.base_url, "api_key_env": "SERVEGATE_CANARY_KEY"},
+        "gates": ["startup", "golden"],
+        "categories": ["canary"],
+    }  # fmt: skip
+    path = tmp_path / "gate.yaml"
+    path.write_text(json.dumps(config))
+    db = tmp_path / "runs.db"
+    outputs = {f: tmp_path / f"report.{f}" for f in ("json", "html", "markdown", "junit")}
+    env = {**os.environ, "SERVEGATE_CANARY_KEY": LAUNCH_KEY}
+    gate = subprocess.run(
+        [sys.executable, "-m", "servegate", "gate", "--config", str(path), "--db", str(db),
+         "--run-dir", str(tmp_path / "runs"), "--show-info",
+         *[a for f, p in outputs.items() for a in (f"--{f}", str(p))]],
+        capture_output=True, text=True, timeout=500, env=env,
+    )  # fmt: skip
+    assert "Traceback" not in gate.stderr, gate.stderr
+    report = json.loads(outputs["json"].read_text())
+    assert report["baseline"]["launch"]["outcome"] == "ready", report["reason"]
+    assert gate.returncode in {0, 1}, gate.stderr
+    listed = _servegate("runs", "--db", str(db), "--json")
+    again_md = tmp_path / "again.md"
+    again = _servegate("report", report["run_id"], "--db", str(db), "--markdown", str(again_md))
+    texts = {
+        "gate": gate.stdout + gate.stderr,
+        "runs": listed.stdout + listed.stderr,
+        "report": again.stdout + again.stderr + again_md.read_text(encoding="utf-8"),
+        **{p.name: p.read_text(encoding="utf-8") for p in outputs.values()},
+    }
+    with sqlite3.connect(db) as conn:
+        texts["database"] = "\n".join(conn.iterdump())
+    assert "SERVEGATE_LAUNCH_TOKEN" in texts["database"]
+    assert "--api_key" in texts["database"]
+    for secret in (LAUNCH_KEY, LAUNCH_ENV):
+        leaked = [name for name, text in texts.items() if secret in text]
+        assert leaked == [], f"{secret} found in {leaked}"

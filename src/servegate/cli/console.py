@@ -18,6 +18,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from servegate.reports.plain import plain
+
 if TYPE_CHECKING:
     from servegate.runner import ProgressFn
 
@@ -27,8 +29,9 @@ stderr = Console(stderr=True, highlight=False)
 
 
 def fail(message: str, exit_code: int) -> NoReturn:
-    """One clear line on stderr and the exit code; never a traceback."""
-    click.echo(f"servegate: error: {message}", err=True)
+    """One clear line on stderr and the exit code; never a traceback. The message can quote a
+    server (its error text, a model id): control characters are shown as escapes."""
+    click.echo(f"servegate: error: {plain(message, one_line=True)}", err=True)
     sys.exit(exit_code)
 
 

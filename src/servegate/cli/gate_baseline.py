@@ -6,6 +6,7 @@ from typing import Any
 
 from servegate.config.loader import ConfigError
 from servegate.config.models import GateConfig
+from servegate.config.redaction import redact_config
 from servegate.store.baselines import StoredBaseline
 from servegate.store.resume import changed
 
@@ -33,7 +34,8 @@ FREE_KEYS = frozenset(
 
 
 def _comparable(config: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if k not in FREE_KEYS}
+    # The stored configuration has its secrets hidden: the given one is compared hidden too.
+    return {k: v for k, v in redact_config(config).items() if k not in FREE_KEYS}
 
 
 def check_baseline_config(baseline: StoredBaseline, cfg: GateConfig) -> None:

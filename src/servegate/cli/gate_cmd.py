@@ -16,7 +16,14 @@ from servegate.cli.console import fail, gate_progress, stdout
 from servegate.cli.gate_baseline import check_baseline_config
 from servegate.cli.gate_resume import resumed_config
 from servegate.cli.report_files import checked, file_options, write
-from servegate.config.loader import ConfigError, load_policy, merge, read_gate_file, validate
+from servegate.config.loader import (
+    ConfigError,
+    load_policy,
+    merge,
+    read_gate_file,
+    validate,
+    writable_folder,
+)
 from servegate.config.models import GateConfig, Policy
 from servegate.config.slo import SLOError, parse_slo
 from servegate.endpoints.errors import EndpointError
@@ -502,6 +509,9 @@ def gate(
             cfg = resumed_config(point, cfg, run_deadline_s=deadline)
             run_name = point.name
         assert cfg is not None  # checked above: URLs given, or --resume
+        if any(side is not None and side.launch is not None
+               for side in (cfg.baseline, cfg.candidate, cfg.baseline_replica)):  # fmt: skip
+            writable_folder(cfg.run_dir, "--run-dir")  # before any engine is started
         with gate_progress(not quiet) as progress:
             report = asyncio.run(
                 run(cfg, store=store, run_name=run_name, progress=progress, resume=point)

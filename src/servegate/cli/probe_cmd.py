@@ -13,6 +13,7 @@ from servegate.cli.console import fail, stdout
 from servegate.endpoints.errors import EndpointError
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.gates.capabilities import Capability, discover
+from servegate.reports.plain import plain
 from servegate.runner import PreflightError, display_url, normalise_url, preflight
 
 
@@ -67,12 +68,13 @@ def probe(
         }
         click.echo(json.dumps(out, indent=2))
         return
-    table = Table(
-        title=f"{display_url(normalise_url(url))}  model {chosen or '-'}", title_justify="left"
-    )
+    # A model id and the server's error text are the server's words: shown, never interpreted
+    # (Rich markup stays literal, control characters are shown as escapes).
+    title = Text(plain(f"{display_url(normalise_url(url))}  model {chosen or '-'}", one_line=True))
+    table = Table(title=title, title_justify="left")
     table.add_column("capability")
     table.add_column("supported")
     table.add_column("observed", overflow="fold")
     for name, cap in caps.items():
-        table.add_row(name, _mark(cap.supported), Text(cap.detail))
+        table.add_row(Text(plain(name)), _mark(cap.supported), Text(plain(cap.detail)))
     stdout.print(table)

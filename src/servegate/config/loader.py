@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +35,12 @@ def read_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        bad = exc.object[exc.start : exc.start + 1]
+        raise ConfigError(
+            f"{path}: not UTF-8 text (line {line}, byte {exc.start}: {bad!r}); save it as UTF-8"
+        ) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -97,3 +104,16 @@ def read_gate_file(path: Path) -> dict[str, Any]:
         if isinstance(launch, dict) and "cwd" in launch:
             launch["cwd"] = _relative_to(folder, launch["cwd"])
     return data
+
+
+def writable_folder(path: Path, option: str) -> None:
+    """ConfigError (one line, naming `option`) unless `path` is a folder servegate can create
+    and write a file in; checked before a long run or a launched engine needs it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".servegate-write-check-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"{option} {path}: cannot write there: {exc.strerror or type(exc).__name__}"
+        ) from None

@@ -16,7 +16,9 @@ PositiveSeconds = Annotated[float, Field(gt=0.0)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: `.nan` or `.inf` in YAML (and `nan` on the command line) is a usage
+    # error naming the key, never a threshold every comparison silently fails or passes
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 PORT_PLACEHOLDER = "{port}"

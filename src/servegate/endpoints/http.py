@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import SimpleNamespace
@@ -38,6 +39,7 @@ from servegate.endpoints.wire import WireBody
 from servegate.endpoints.wire_pool import WirePool
 
 R = TypeVar("R")
+_BREAKS = re.compile(r"[\r\n\0]")  # never in a header: it would end it and split the request
 MAX_KEPT_URLS = 32  # joined request URLs kept per endpoint (raw() may be asked for any path)
 Retryable = TypeVar("Retryable", Completion, Embeddings)
 
@@ -65,16 +67,46 @@ class OpenAIEndpoint:
         self._max_bytes = max_bytes
         self._max_connections = max_connections
         self._headers = {"User-Agent": f"servegate/{__version__}", **(headers or {})}
+        for header, value in self._headers.items():
+            if _BREAKS.search(value) or _BREAKS.search(header):
+                raise EndpointError(f"header {header} holds a line break or NUL: refused, not sent")
         if api_key_env is not None:
             key = os.environ.get(api_key_env)
             if not key:
                 raise EndpointError(f"API key variable {api_key_env} is not set or empty")
+            if _BREAKS.search(key):
+                # A key read from a file (a Kubernetes Secret) often ends with a newline: sent
+                # verbatim it would end the header and split the request.
+                raise EndpointError(
+                    f"API key variable {api_key_env} holds a line break or NUL (a trailing "
+                    "newline from a secret file?): remove it; nothing was sent"
+                )
             self._headers["Authorization"] = f"Bearer {key}"
         self._session: aiohttp.ClientSession | None = None  # https: aiohttp (TLS)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool: WirePool | None = None  # http: the lean HTTP/1.1 client (wire.py)
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._urls: dict[str, URL] = {}
+        self._load_views: dict[int, OpenAIEndpoint] = {}
+
+    def under_load(self, connections: int) -> OpenAIEndpoint:
+        """This endpoint as load sends to it: no retries and a pool of `connections`; kept per
+        connection count (its connections are reused by the next step) and closed with it."""
+        if self._retry.max_attempts == 1 and self._max_connections == connections:
+            return self
+        view = self._load_views.get(connections)
+        if view is None:
+            view = OpenAIEndpoint(
+                self._name,
+                self.base_url,
+                headers=self._headers,  # with the Authorization this endpoint was given
+                timeouts=self._timeouts,
+                retry=RetryConfig(max_attempts=1),
+                max_bytes=self._max_bytes,
+                max_connections=connections,
+            )
+            self._load_views[connections] = view
+        return view
 
     def __repr__(self) -> str:
         return f"OpenAIEndpoint(name={self._name!r}, base_url={self.base_url!r})"
@@ -128,6 +160,9 @@ class OpenAIEndpoint:
 
     async def aclose(self) -> None:
         """Close the connection pool; the endpoint opens a new one if used again."""
+        views, self._load_views = list(self._load_views.values()), {}
+        for view in views:
+            await view.aclose()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
@@ -211,12 +246,13 @@ class OpenAIEndpoint:
                         request = pool.request(
                             method, url.raw_path_qs, body, "text/event-stream" if stream else None
                         )
-                        head = conn.send(request)
+                        head = conn.send(request, head_only=method == "HEAD")
                         recorder.wrote()
                         wire_response = await head
                         recorder.headers_ns = conn.head_ns
                         headers, status = wire_response.headers, wire_response.status
-                        reader = WireBody(conn, self._timeouts.idle_s, wire_response.content_length)
+                        length = None if method == "HEAD" else wire_response.content_length
+                        reader = WireBody(conn, self._timeouts.idle_s, length)
                         return await reception.receive(wire_response, reader, recorder), headers
                     finally:
                         pool.release(conn)
@@ -264,7 +300,9 @@ class OpenAIEndpoint:
     def _pool_now(self) -> WirePool:
         loop = asyncio.get_running_loop()
         if self._pool is None or self._pool.closed or self._pool_loop is not loop:
-            host, port = self._base.host, self._base.port
+            # raw_host: the IDNA (ASCII) form of an internationalised name, as DNS and the
+            # Host header need it (`host` is the Unicode form).
+            host, port = self._base.raw_host, self._base.port
             assert host is not None
             assert port is not None
             self._pool = WirePool(
@@ -312,6 +350,14 @@ def _checked_url(base_url: str) -> URL:
     if url.scheme not in ("http", "https") or not url.host:
         raise EndpointError(f"base URL must be http(s)://host[:port]/path, got {base_url!r}")
     return url
+
+
+def http_stack(base_url: str) -> str:
+    """Which HTTP client reads an endpoint at `base_url`: timings of two sides read by different
+    stacks differ by the clients' own overhead, and the report says so."""
+    if base_url.startswith("https://"):
+        return f"aiohttp {aiohttp.__version__} (https)"
+    return "servegate wire HTTP/1.1 (httptools)"
 
 
 def open_endpoint(name: str, base_url: str, **options: Any) -> OpenAIEndpoint:

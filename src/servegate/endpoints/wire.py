@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 
 import httptools
@@ -50,7 +51,8 @@ class WireConnection(asyncio.Protocol):
     _parser: httptools.HttpResponseParser | None
     _header_list: list[tuple[str, str]]
     _head: asyncio.Future[WireResponse] | None
-    _held: list[bytes]  # body bytes read while no sink was set
+    _held: deque[tuple[bytes, int]]  # reads of body bytes while no sink was set, each stamped
+    _head_only: bool  # the answer to HEAD: no body follows the head, whatever it announces
     _complete: bool
     _answer_parts: int  # once complete: how many parts of the read were the answer's
     _interim: bool  # reading a 1xx response before the final one
@@ -65,7 +67,6 @@ class WireConnection(asyncio.Protocol):
         self._parts: list[bytes] = []  # body bytes of the read being parsed
         # httptools' body callback, a C call per HTTP chunk (servers send an event per chunk)
         self.on_body = self._parts.append
-        self._held_ns = 0
         self._sink: Sink | None = None
         self._done: Callable[[], bool] | None = None
         self._waiter: asyncio.Future[None] | None = None
@@ -106,6 +107,8 @@ class WireConnection(asyncio.Protocol):
         parts = self._parts
         cut = self._answer_parts
         if cut >= 0:  # the answer is complete: bytes after it are not its body
+            if len(parts) > cut:
+                self._keep_alive = False  # nor may the connection serve another answer
             del parts[cut:]
             self._answer_parts = 0  # nothing read later belongs to it either
         if not parts:
@@ -115,8 +118,9 @@ class WireConnection(asyncio.Protocol):
         self.bytes_read += len(body)
         sink = self._sink
         if sink is None:
-            self._held.append(body)
-            self._held_ns = stamp
+            # each read keeps its own arrival: joined under the last one's stamp, the first token
+            # would be late and the gaps between the reads zero
+            self._held.append((body, stamp))
             self._wake()
             return
         try:
@@ -169,6 +173,10 @@ class WireConnection(asyncio.Protocol):
         self._until_close = not chunked and "Content-Length" not in headers
         self._head.set_result(WireResponse(status, headers))
         self.head_ns = self._stamp
+        if self._head_only:  # a HEAD answer ends with its head (RFC 9110 §9.3.2)
+            self._keep_alive = parser.should_keep_alive()
+            self._answer_parts = len(self._parts)
+            self._finish(self._stamp)
 
     def on_message_complete(self) -> None:
         parser = self._parser
@@ -185,11 +193,13 @@ class WireConnection(asyncio.Protocol):
 
     # --- one exchange ------------------------------------------------------------------------
 
-    def send(self, request: bytes) -> asyncio.Future[WireResponse]:
-        """Write a whole request; the future resolves with the response head."""
+    def send(self, request: bytes, *, head_only: bool = False) -> asyncio.Future[WireResponse]:
+        """Write a whole request; the future resolves with the response head. `head_only`: the
+        request is HEAD, its answer has no body."""
         assert self.transport is not None
         assert self._parser is None
         self._parser = httptools.HttpResponseParser(self)
+        self._head_only = head_only
         self._head = head = self._loop.create_future()
         self.head_ns = 0
         self._head_bytes = 0
@@ -210,7 +220,8 @@ class WireConnection(asyncio.Protocol):
         self._parser = None
         self._header_list = []
         self._head = None
-        self._held = []
+        self._held = deque()
+        self._head_only = False
         self._complete = False
         self._answer_parts = -1
         self._interim = False
@@ -224,12 +235,9 @@ class WireConnection(asyncio.Protocol):
             self.transport.abort()
 
     def take_held(self) -> tuple[bytes, int]:
-        """Body bytes read before anyone asked for them, and the stamp of the last read."""
+        """The oldest read of body bytes nobody asked for yet, and its arrival; (b"", 0) if none."""
         held = self._held
-        if not held:
-            return b"", self._held_ns
-        self._held = []
-        return (held[0] if len(held) == 1 else b"".join(held)), self._held_ns
+        return held.popleft() if held else (b"", 0)
 
     def set_sink(self, sink: Sink | None, done: Callable[[], bool] | None = None) -> None:
         """Hand each read's body bytes to `sink`; wake the reader once when `done()` turns true."""
@@ -322,8 +330,9 @@ class WireBody:
         """
         conn = self._conn
         data, stamp = conn.take_held()
-        if data:
+        while data:
             sink(data, stamp)
+            data, stamp = conn.take_held()
         conn.set_sink(sink, None if done() else done)
         try:
             while not conn.ended:

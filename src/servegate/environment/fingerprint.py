@@ -4,6 +4,7 @@ its host environment and launch record."""
 from __future__ import annotations
 
 from servegate.config.models import EndpointConfig
+from servegate.endpoints.http import http_stack
 from servegate.endpoints.protocol import Endpoint
 from servegate.environment.host import host_environment
 from servegate.environment.server import server_info
@@ -55,6 +56,12 @@ async def side_fingerprint(
         version=info.version if info is not None else None,
         models=models,
         matrix=dict(cfg.matrix),
-        environment={**(host or {}), **server, **(info.environment if info is not None else {})},
+        environment={
+            **(host or {}),
+            **server,
+            **(info.environment if info is not None else {}),
+            # timings read by two different HTTP clients differ by the clients' own overhead
+            "client.http": http_stack(url),
+        },
         launch=launch,
     )

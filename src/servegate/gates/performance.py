@@ -42,7 +42,7 @@ from servegate.gates.performance_plan import (
 )
 from servegate.load.arrival import closed_loop
 from servegate.load.bench import evaluate_step
-from servegate.load.driver import StepEvidence, run_step
+from servegate.load.driver import StepEvidence, for_load, run_step
 from servegate.load.server_metrics import endpoint_scrape
 from servegate.load.sweep import meets_slo
 from servegate.load.workload import WorkSource, synthetic_source
@@ -76,7 +76,7 @@ async def _sweep(
                 out.append(CapacityStep(name, n, None, why, hung))
             else:
                 got = await run_step(
-                    pair.recording(sides[name], gate=NAME, probe=f"capacity:c{n}"),
+                    pair.recording(for_load(sides[name], n), gate=NAME, probe=f"capacity:c{n}"),
                     source,
                     closed_loop(n),
                     capacity_bounds(settings, n, cfg.request_deadline_s),
@@ -132,11 +132,14 @@ async def collect(
     arrival = closed_loop(settings.concurrency)
     count = warmup_count(settings)
 
+    def load_client(name: str) -> Endpoint:  # no retries, a connection per stream
+        return for_load(sides[name], settings.concurrency)
+
     async def warm(name: str) -> StepEvidence | None:
         """Not measured: the sides warm up at the same time when the pair allows it."""
         got = None
         if count and name not in stopped:
-            tagged = pair.recording(sides[name], gate=NAME, probe="load:warmup")
+            tagged = pair.recording(load_client(name), gate=NAME, probe="load:warmup")
             got = await run_step(
                 tagged, source, arrival, block_bounds(settings, count, dl), first_index=0
             )
@@ -153,7 +156,7 @@ async def collect(
         if name in stopped:
             blocks.append(Block(name, k, None, stopped[name]))
         else:
-            tagged = pair.recording(sides[name], gate=NAME, probe=f"load:block{k}")
+            tagged = pair.recording(load_client(name), gate=NAME, probe=f"load:block{k}")
             bounds = block_bounds(settings, settings.requests_per_block, dl)
             every_s = settings.server_metrics_interval_s
             evidence = await run_step(
@@ -226,7 +229,7 @@ async def _served(
     pilots: list[ServedPilot] = []
     while True:
         step = await run_step(
-            pair.recording(pair.baseline, gate=NAME, probe=f"load:pilot:c{n}"),
+            pair.recording(for_load(pair.baseline, n), gate=NAME, probe=f"load:pilot:c{n}"),
             source,
             closed_loop(n),
             block_bounds(settings, max(n, warmup_count(settings)), cfg.request_deadline_s),

@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
@@ -29,12 +29,31 @@ __all__ = [
     "StepProgress",
     "StepRunner",
     "StopReason",
+    "for_load",
     "run_step",
 ]
 
 StepProgress = Callable[[int, int], None]  # (requests finished, requests planned)
 StopReason = Literal["requests", "duration"]
 StepRunner = Callable[..., Awaitable["StepEvidence"]]  # run_step, or a worker pool's run_step
+
+
+@runtime_checkable
+class LoadCapable(Protocol):
+    """An endpoint that can give load its own client: no retries, `connections` connections."""
+
+    def under_load(self, connections: int) -> Endpoint: ...
+
+
+def for_load(endpoint: Endpoint, connections: int) -> Endpoint:
+    """`endpoint` as load must send to it (as `servegate bench` does): no retries — a retried
+    request's timing would be its last attempt's, and the 429/503 or transport failure it
+    retried would vanish — and a pool of `connections` (the concurrency asked), so no request
+    queues in the client while the server is measured. Endpoints without their own client
+    (fakes, a stored baseline) are used as they are."""
+    if isinstance(endpoint, LoadCapable):
+        return endpoint.under_load(connections)
+    return endpoint
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,7 +156,7 @@ async def launch(
     sampler = MemorySampler(process.pid)
     managed.sampler = sampler
     port_open_s: float | None = None
-    endpoint = OpenAIEndpoint(side, url)
+    endpoint = OpenAIEndpoint(side, url, api_key_env=cfg.api_key_env)  # an engine may demand it
     try:
         while True:
             await sampler.sample()

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Engine, RowMapping, and_, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from servegate.config.redaction import redact_config
 from servegate.endpoints.errors import ErrorCategory
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where
@@ -157,7 +158,7 @@ def save_baseline(engine: Engine, baseline: StoredBaseline, *, replace: bool = F
         "endpoint_url": baseline.endpoint_url,
         "model": baseline.model,
         "fingerprint_json": json.dumps(baseline.fingerprints, sort_keys=True),
-        "config_json": json.dumps(baseline.config, sort_keys=True, default=str),
+        "config_json": json.dumps(redact_config(baseline.config), sort_keys=True, default=str),
     }
     try:
         with engine.begin() as conn:

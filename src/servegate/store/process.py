@@ -3,7 +3,8 @@
 A run killed with SIGKILL (or by a power cut) cannot mark itself; its row stays `running`. The
 row holds the writer's pid and hostname, so a reader on the same host can tell that the process
 is gone and show the run as `interrupted`. On another host, or for rows written before pids were
-recorded, nothing can be told and the stored state is shown.
+recorded, the heartbeat tells (store/heartbeat.py): once it is older than the lease the run is
+shown `interrupted` from any host; a run without one is shown as stored.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from servegate.store.heartbeat import lease_over
 
 
 def hostname() -> str:
@@ -39,10 +42,15 @@ def shown_state(
     alive: Callable[[int], bool] = pid_alive,
 ) -> str:
     """The state to show for a runs row: `interrupted` for a `running` run whose process on this
-    host is gone, otherwise the stored state."""
+    host is gone, or whose heartbeat is older than the lease (any host: a pid cannot be checked
+    elsewhere, nor trusted after a container restart); otherwise the stored state."""
     state = str(row["state"])
+    if state != "running":
+        return state
+    if lease_over(row.get("heartbeat_at")):
+        return "interrupted"
     pid, row_host = row.get("pid"), row.get("hostname")
-    if state != "running" or pid is None or row_host is None:
+    if pid is None or row_host is None:
         return state
     if row_host != (hostname() if host is None else host):
         return state

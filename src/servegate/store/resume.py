@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error
+from servegate.store.heartbeat import LEASE_S, beat_age_s
 from servegate.store.process import shown_state
 from servegate.store.reader import find_run
 from servegate.verdict.model import GateResult
@@ -41,14 +42,24 @@ class ResumePoint:
     finished: tuple[GateResult, ...]
 
 
-def _refusal(run: Mapping[str, Any]) -> str | None:
+def takeover_refusal(run: Mapping[str, Any]) -> str | None:
+    """Why the run in this row cannot be resumed now, or None."""
     state = shown_state(run)
     if state in RESUMABLE:
         return None
     if state == "running":
+        beat = run.get("heartbeat_at")
+        age = beat_age_s(beat) if beat else None
+        alive = (
+            f"heartbeat {age:.0f} s ago; a run is taken over only once its heartbeat is older "
+            f"than {LEASE_S:g} s"
+            if age is not None
+            else "no heartbeat: written by an older servegate"
+        )
         return (
             f"run {run['id']} is still running (pid {run.get('pid')} on "
-            f"{run.get('hostname') or 'an unknown host'}); stop it first, or start a new run"
+            f"{run.get('hostname') or 'an unknown host'}, {alive}); stop it first, or start a "
+            "new run"
         )
     if state == "finished":
         return f"run {run['id']} finished with verdict {run.get('verdict')}: nothing to resume"
@@ -58,7 +69,7 @@ def _refusal(run: Mapping[str, Any]) -> str | None:
 def load_resume_point(engine: Engine, ref: str) -> ResumePoint:
     """The run `ref` (id or unique prefix) if it can be resumed; StoreError (one line) if not."""
     run = find_run(engine, ref)
-    refusal = _refusal(run)
+    refusal = takeover_refusal(run)
     if refusal is not None:
         raise StoreError(refusal)
     query = select(tables.gate_results.c.gate, tables.gate_results.c.result_json).where(

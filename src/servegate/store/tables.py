@@ -46,6 +46,9 @@ runs = Table(
     # refused.
     Column("attempt", Integer, nullable=True),
     Column("fingerprint_json", Text, nullable=True),
+    # The writer's last sign of life (revision 0006_run_heartbeat; store/heartbeat.py): a run
+    # whose heartbeat is older than the lease may be taken over from any host.
+    Column("heartbeat_at", String(40), nullable=True),
 )
 
 requests = Table(

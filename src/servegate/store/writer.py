@@ -20,11 +20,14 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, s
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
+from servegate.config.redaction import redact_config
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.recording import Result
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where, why
+from servegate.store.heartbeat import HEARTBEAT_S, Heartbeat, beat, now_text
 from servegate.store.process import hostname
+from servegate.store.resume import takeover_refusal
 from servegate.store.schema import upgrade
 from servegate.verdict.model import GateResult, Report, safe_json
 
@@ -138,6 +141,7 @@ class RunWriter:
         self.engine = engine
         self.run_id = run_id
         self.attempt = attempt
+        self._heartbeat: Heartbeat | None = None
 
     @classmethod
     def start(
@@ -150,9 +154,11 @@ class RunWriter:
         config: Mapping[str, Any],
         name: str | None = None,
         fingerprints: Mapping[str, Any] | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> RunWriter:
         """Insert the run's row, state `running`, with this process's pid and hostname, and what
-        the endpoints were when it started (`fingerprints`, checked by a later resume)."""
+        the endpoints were when it started (`fingerprints`, checked by a later resume); it beats
+        every `heartbeat_s` until it ends (store/heartbeat.py)."""
         run_id = uuid.uuid4().hex[:12]
         with _writing(engine, "start a run") as conn:
             conn.execute(
@@ -164,25 +170,47 @@ class RunWriter:
                     baseline_url=baseline_url,
                     candidate_url=candidate_url,
                     model=_clean(model),
-                    config_json=json.dumps(config, default=str),
+                    config_json=json.dumps(redact_config(config), default=str),
                     pid=os.getpid(),
                     hostname=hostname(),
                     attempt=1,
                     fingerprint_json=(
                         json.dumps(fingerprints, sort_keys=True) if fingerprints else None
                     ),
+                    heartbeat_at=now_text(),
                 )
             )
-        return cls(engine, run_id)
+        return cls(engine, run_id)._beating(heartbeat_s)
 
     @classmethod
-    def resume(cls, engine: Engine, run_id: str, attempt: int) -> RunWriter:
-        """Take over an interrupted or crashed run as its attempt number `attempt`: state
-        `running` again, owned by this process. Its rows stay as they are."""
+    def resume(
+        cls, engine: Engine, run_id: str, attempt: int, *, heartbeat_s: float = HEARTBEAT_S
+    ) -> RunWriter:
+        """Take over an interrupted or crashed run — or one whose heartbeat is older than the
+        lease — as its attempt number `attempt`: state `running` again, owned by this process.
+        Its rows stay as they are. The row is checked again as it is taken: a run that beat
+        since it was read, or that another resume took, is refused (StoreError)."""
+        runs = tables.runs
         with _writing(engine, f"resume run {run_id}") as conn:
-            conn.execute(
-                update(tables.runs)
-                .where(tables.runs.c.id == run_id)
+            found = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+            row: dict[str, Any] | None = None if found is None else dict(found)
+            if row is None:
+                raise StoreError(f"run {run_id} is gone from {where(engine.url)}")
+            refusal = takeover_refusal(row)
+            if refusal is None and int(row["attempt"] or 1) != attempt - 1:
+                refusal = f"run {run_id} was resumed by another servegate meanwhile"
+            if refusal is not None:
+                raise StoreError(refusal)
+            beat_at = row["heartbeat_at"]
+            taken = conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .where(func.coalesce(runs.c.attempt, 1) == attempt - 1)
+                .where(runs.c.state == row["state"])
+                .where(
+                    runs.c.heartbeat_at.is_(None) if beat_at is None
+                    else runs.c.heartbeat_at == beat_at
+                )
                 .values(
                     state="running",
                     finished_at=None,
@@ -190,9 +218,37 @@ class RunWriter:
                     pid=os.getpid(),
                     hostname=hostname(),
                     attempt=attempt,
+                    heartbeat_at=now_text(),
                 )
-            )
-        return cls(engine, run_id, attempt)
+            )  # fmt: skip
+            if taken.rowcount != 1:
+                raise StoreError(
+                    f"run {run_id} is still running: it beat or was resumed while being taken over"
+                )
+        return cls(engine, run_id, attempt)._beating(heartbeat_s)
+
+    def _beating(self, every_s: float) -> RunWriter:
+        self._heartbeat = Heartbeat(self.engine, self.run_id, self.attempt, every_s)
+        return self
+
+    def beat(self) -> bool:
+        """Store a heartbeat now; False once the run is no longer this attempt's (taken over)."""
+        return beat(self.engine, self.run_id, self.attempt)
+
+    def stop_heartbeat(self) -> None:
+        """No more heartbeats: the run ends, or (tests) plays a process that was killed."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+
+    def _mine(self) -> Any:
+        """The run's row while this attempt owns it: a writer whose run was taken over (it was
+        silent past the lease) cannot end the run it no longer owns."""
+        runs = tables.runs
+        return (
+            update(runs)
+            .where(runs.c.id == self.run_id)
+            .where(func.coalesce(runs.c.attempt, 1) == self.attempt)
+        )
 
     def record(
         self,
@@ -246,11 +302,10 @@ class RunWriter:
 
     def finish(self, report: Report) -> None:
         """Mark the run finished with its verdict and the whole report."""
+        self.stop_heartbeat()
         with _writing(self.engine, f"record the verdict of run {self.run_id}") as conn:
             conn.execute(
-                update(tables.runs)
-                .where(tables.runs.c.id == self.run_id)
-                .values(
+                self._mine().values(
                     finished_at=report.finished_at,
                     state="finished",
                     verdict=str(report.verdict),
@@ -261,11 +316,10 @@ class RunWriter:
             )
 
     def fail(self, reason: str, exit_code: int) -> None:
+        self.stop_heartbeat()
         with _writing(self.engine, f"record the error of run {self.run_id}") as conn:
             conn.execute(
-                update(tables.runs)
-                .where(tables.runs.c.id == self.run_id)
-                .values(
+                self._mine().values(
                     finished_at=now(), state="error", reason=_clean(reason), exit_code=exit_code
                 )
             )
@@ -273,11 +327,10 @@ class RunWriter:
     def crashed(self, reason: str) -> None:
         """Mark the run crashed: it ended by an exception, with no verdict. `reason` is stored
         as given, so the caller removes secrets from it first."""
+        self.stop_heartbeat()
         with _writing(self.engine, f"mark run {self.run_id} crashed") as conn:
             conn.execute(
-                update(tables.runs)
-                .where(tables.runs.c.id == self.run_id)
-                .values(finished_at=now(), state="crashed", reason=_clean(reason))
+                self._mine().values(finished_at=now(), state="crashed", reason=_clean(reason))
             )
 
 

@@ -159,7 +159,7 @@ def _assert_old_rows_kept_and_new_rows_get_the_process(db: str) -> None:
 
 def test_an_empty_database_is_migrated_to_exactly_the_tables(store_url: str) -> None:
     open_engine(store_url).dispose()
-    assert _version(store_url) == [schema.head()] == ["0005_proxy"]
+    assert _version(store_url) == [schema.head()] == ["0006_run_heartbeat"]
     engine = _plain(store_url)
     try:
         with engine.connect() as conn:
@@ -193,7 +193,9 @@ def test_a_database_made_by_0_1_0_is_stamped_then_upgraded_keeping_its_rows(
     _fill_old(store_url, create=True)
     assert "pid" not in _columns(store_url, "runs")
     _assert_old_rows_kept_and_new_rows_get_the_process(store_url)
-    assert _columns(store_url, "runs")[-4:] == ["pid", "hostname", "attempt", "fingerprint_json"]
+    assert _columns(store_url, "runs")[-5:] == [
+        "pid", "hostname", "attempt", "fingerprint_json", "heartbeat_at"
+    ]  # fmt: skip
     assert _version(store_url) == [schema.head()]
 
 
@@ -244,7 +246,7 @@ def test_a_database_from_a_newer_servegate_is_refused_not_downgraded(store_url: 
     shown = store_url if "://" not in store_url else make_url(store_url).render_as_string()
     assert message == (
         f"the database {shown} is at schema revision 0099_future, which this servegate does "
-        "not know (it knows up to 0005_proxy): a newer servegate wrote it; upgrade "
+        "not know (it knows up to 0006_run_heartbeat): a newer servegate wrote it; upgrade "
         "servegate or use another --db"
     )
     assert raised.value.exit_code == 2

@@ -1,0 +1,86 @@
+"""The performance gate's load is sent the way `servegate bench` sends it: no retries (a retried
+request's timing would be its last attempt's and the 429/503 it retried would vanish), and as many
+connections as the concurrency asked (a pool of 64 would queue the rest in the client and count
+that wait as the server's)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+import pytest
+
+from servegate.config.models import GateConfig
+from servegate.endpoints.http import OpenAIEndpoint
+from servegate.endpoints.scripted import (
+    Conn,
+    Request,
+    ScriptedServer,
+    chat_stream,
+    reply_status,
+    reply_stream,
+)
+from servegate.gates import performance
+from servegate.gates.pair import EndpointPair
+
+CHAT = "/v1/chat/completions"
+
+
+def _config(**performance_settings: object) -> GateConfig:
+    settings = {"blocks": 1, "warmup": 0, "isolated_prompts": 0, "output_tokens": 2,
+                "server_metrics_interval_s": None, **performance_settings}  # fmt: skip
+    return GateConfig.model_validate(
+        {"baseline": {"url": "http://127.0.0.1:9/v1"}, "candidate": {"url": "http://127.0.0.1:8/v1"},
+         "gates": ["performance"], "request_deadline_s": 10, "performance": settings}
+    )  # fmt: skip
+
+
+@pytest.fixture
+async def servers() -> AsyncIterator[tuple[ScriptedServer, ScriptedServer]]:
+    async with ScriptedServer() as b, ScriptedServer() as c:
+        yield b, c
+
+
+async def _collect(
+    servers: tuple[ScriptedServer, ScriptedServer], cfg: GateConfig
+) -> performance.PerformanceEvidence:
+    async with AsyncExitStack() as stack:
+        b = await stack.enter_async_context(OpenAIEndpoint("baseline", servers[0].url))
+        c = await stack.enter_async_context(OpenAIEndpoint("candidate", servers[1].url))
+        return await performance.collect(EndpointPair(b, c, model="m"), cfg)
+
+
+async def test_a_rate_limited_request_under_load_is_not_retried(
+    servers: tuple[ScriptedServer, ScriptedServer],
+) -> None:
+    for server in servers:
+        server.route(CHAT, reply_status(429, b"slow down", headers={"Retry-After": "0"}))
+    evidence = await _collect(servers, _config(concurrency=2, requests_per_block=4))
+    # The baseline's pilots (is concurrency 2 served whole?) are load too: each sent once.
+    piloted = sum(p.answers for p in evidence.pilots)
+    assert piloted >= 2
+    for side, server, before in zip(("baseline", "candidate"), servers, (piloted, 0), strict=True):
+        [block] = evidence.side_blocks(side)
+        errors = [x.completion.error for x in block.exchanges]
+        assert [e.category.value if e else None for e in errors] == ["rate_limited"] * 4
+        assert [x.completion.attempts for x in block.exchanges] == [1] * 4
+        # one request each: nothing retried behind our back
+        assert len(server.requests) == before + 4, side
+
+
+async def _held(request: Request, conn: Conn) -> None:
+    await asyncio.sleep(0.3)  # every stream's request is in flight at once
+    await reply_stream(chat_stream("a", "b"))(request, conn)
+
+
+async def test_the_load_opens_as_many_connections_as_its_concurrency(
+    servers: tuple[ScriptedServer, ScriptedServer],
+) -> None:
+    for server in servers:
+        server.route(CHAT, _held)
+    evidence = await _collect(servers, _config(concurrency=96, requests_per_block=96))
+    for side, server in zip(("baseline", "candidate"), servers, strict=True):
+        [block] = evidence.side_blocks(side)
+        assert [x.completion.error for x in block.exchanges] == [None] * 96
+        assert server.connections == 96, side
