@@ -291,6 +291,13 @@ def proxy_command(
         fail("--capture writes request bodies: choose --store-bodies redacted or full", 2)
     if capture is not None and capture.parent and not capture.parent.is_dir():
         fail(f"--capture: folder {capture.parent} does not exist", 2)
+    if capture is not None:
+        from servegate.config.loader import ConfigError, writable_folder
+
+        try:  # before anything listens: an unwritable capture would fail on the first request
+            writable_folder(capture.parent, "--capture")
+        except ConfigError as exc:
+            fail(str(exc), 2)
     # Prompts, answers and the canary's evidence are users' data: every file this process
     # creates (the SQLite database, its -wal/-shm, the capture file) is owner-only.
     os.umask(0o077)

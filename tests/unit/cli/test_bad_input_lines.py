@@ -92,3 +92,15 @@ def test_nan_or_inf_in_a_policy_key_is_one_line_naming_it(tmp_path: Path, value:
     assert (code, len(lines)) == (2, 1), lines
     assert lines[0].startswith(f"servegate: error: {policy}: perplexity_z_max: "), lines
     assert "finite" in lines[0]
+
+
+def test_a_capture_file_that_cannot_be_written_is_refused_before_serving(tmp_path: Path) -> None:
+    # Issue 20 item 18: an unwritable --capture was found on the first request. /proc refuses
+    # new files even to root.
+    code, lines = _invoke(
+        "proxy", "--primary", "http://127.0.0.1:9/v1", "--candidate", "http://127.0.0.1:8/v1",
+        "--store-bodies", "full", "--capture", "/proc/servegate-capture.jsonl",
+        "--db", str(tmp_path / "proxy.db"),
+    )  # fmt: skip
+    assert (code, len(lines)) == (2, 1), lines
+    assert lines[0].startswith("servegate: error: --capture /proc: cannot write"), lines
