@@ -10,7 +10,6 @@ no client time while requests are in flight.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 
@@ -20,7 +19,7 @@ from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.text import excerpt
 from servegate.endpoints.types import Completion
 from servegate.load.workload import WorkItem
-from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.stats.answers import AnswerClass, classify_answer
 
 __all__ = ["DEFINITIONS", "CorrectnessCounts", "Example", "check_responses"]
 
@@ -34,7 +33,7 @@ DEFINITIONS = {
     "empty": "successful answers with no content and no tool call",
     "error_body": "HTTP 200 answers carrying an error object, or an error event in the stream",
     "json_invalid": "answers that do not parse as JSON where response_format asked for JSON",
-    "tool_calls_invalid": "tool calls whose joined arguments are not a JSON object",
+    "tool_calls_invalid": "answers with a tool call whose joined arguments are not a JSON object",
     "finish_reasons": "successful answers by finish_reason ('none' when the server sent none)",
 }
 
@@ -68,7 +67,8 @@ class CorrectnessCounts(BaseModel):
 
     @property
     def problems(self) -> int:
-        """Answers counted by any failing check (an answer can fail several)."""
+        """Answers that failed a check (each counted once, by its first problem:
+        servegate.stats.answers.classify_answer)."""
         return (
             self.degenerate
             + self.empty
@@ -78,12 +78,12 @@ class CorrectnessCounts(BaseModel):
         )
 
 
-def _json_ok(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
+_FIELD_OF = {
+    AnswerClass.EMPTY: "empty",
+    AnswerClass.DEGENERATE: "degenerate",
+    AnswerClass.INVALID_JSON: "json_invalid",
+    AnswerClass.INVALID_TOOL_ARGS: "tool_calls_invalid",
+}
 
 
 def check_responses(pairs: Sequence[tuple[WorkItem, Completion]]) -> CorrectnessCounts:
@@ -105,25 +105,24 @@ def check_responses(pairs: Sequence[tuple[WorkItem, Completion]]) -> Correctness
             continue
         counts["checked"] += 1
         reasons[c.finish_reason or "none"] += 1
-        text = c.text
-        if not text.strip() and not c.tool_calls:
-            counts["empty"] += 1
-            note(item, "empty answer", text)
-        if text:
-            severe = is_severe(degeneration_metrics(text))
-            if severe is not None:
-                counts["degenerate"] += 1
-                note(item, f"degenerate: {severe}", text)
-        if item.expects_json:
-            counts["json_asked"] += 1
-            if not _json_ok(text.strip()):
-                counts["json_invalid"] += 1
-                note(item, "response_format asked for JSON; the answer does not parse", text)
-        for call in c.tool_calls:
-            counts["tool_calls"] += 1
-            if not call.arguments_valid:
-                counts["tool_calls_invalid"] += 1
-                note(item, f"tool call {call.name!r}: arguments not a JSON object", call.arguments)
+        counts["json_asked"] += item.expects_json
+        counts["tool_calls"] += len(c.tool_calls)
+        # One classifier for every answer servegate reads (the gates, the proxy, the canary):
+        # the first problem found is the answer's class.
+        seen = classify_answer(
+            error=None,
+            text=c.text,
+            tool_calls=len(c.tool_calls),
+            tool_args_valid=all(call.arguments_valid for call in c.tool_calls),
+            finish_reason=c.finish_reason,
+            json_asked=item.expects_json,
+        )
+        field = _FIELD_OF.get(seen.kind)
+        if field is not None:
+            counts[field] += 1
+            bad_call = next((t for t in c.tool_calls if not t.arguments_valid), None)
+            shown = bad_call.arguments if field == "tool_calls_invalid" and bad_call else c.text
+            note(item, f"{seen.kind}: {seen.reason}", shown)
     return CorrectnessCounts(
         definitions=DEFINITIONS,
         checked=counts["checked"],
