@@ -2,13 +2,15 @@
 # Set up servegate in ./.venv on a fresh machine: the package, the reference engine and, with
 # `dev`, the test tools and the stock llama-cpp-python server; with `transformers`, a second
 # engine (`transformers serve` on CPU torch) in its own venv; with `stock`, the current
-# llama-cpp-python release, unpatched, in .venv-stock (a server servegate did not build).
-# Safe to re-run. Usage: scripts/setup.sh [engine|dev|transformers|stock]
+# llama-cpp-python release, unpatched, in .venv-stock (a server servegate did not build); with
+# `vllm [VERSION]`, a real vLLM (CPU build) in its own venv (scripts/setup-vllm.sh).
+# Safe to re-run. Usage: scripts/setup.sh [engine|dev|transformers|stock|vllm [VERSION]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-engine}
 case "$mode" in engine|dev|transformers|stock) ;;
-  *) echo "usage: scripts/setup.sh [engine|dev|transformers|stock]" >&2; exit 2;; esac
+  vllm) exec bash scripts/setup-vllm.sh "${@:2}";;
+  *) echo "usage: scripts/setup.sh [engine|dev|transformers|stock|vllm [VERSION]]" >&2; exit 2;; esac
 PYTHON=${PYTHON:-python3}
 VENV=${SERVEGATE_VENV:-.venv}
 
