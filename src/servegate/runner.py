@@ -333,7 +333,7 @@ async def _fingerprint(
         return await side_fingerprint(None, cfg, url="not started", model=model)
     if side is None:
         return await side_fingerprint(ep, cfg, url=url, model=model, models=models)
-    host = await host_fields(cfg, side.argv, side.env)
+    host = await host_fields(cfg, side.argv, side.env, side.evidence.engine)
     served = ep if side.evidence.ready else None  # a failed launch is not asked anything
     return await side_fingerprint(
         served, cfg, url=url, model=model, models=models, host=host,

@@ -12,6 +12,7 @@ Run in the interpreter that has vLLM (`scripts/setup.sh vllm [VERSION]` makes
     python -m servegate.engine.vllm_model convert               # prints the model folder
     python -m servegate.engine.vllm_model command --port 8000   # prints the server's argv
     python -m servegate.engine.vllm_model selfcheck             # start, one chat completion, stop
+    python -m servegate.engine.vllm_model serve --port 8000 [VLLM FLAGS...]  # exec vLLM on it
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ KVCACHE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
 
 
 def server_env() -> dict[str, str]:
-    """This process's environment with vLLM's CPU KV cache sized (unless already set)."""
-    return {**KVCACHE_ENV, **os.environ}
+    """This process's environment with vLLM's CPU KV cache sized (unless already set) and the
+    hub off: the model is a local folder, and a typo in its path must not become a download."""
+    return {**KVCACHE_ENV, **os.environ, "HF_HUB_OFFLINE": "1"}
 
 
 def existing_conversion(gguf: Path, cache_root: Path) -> Path | None:
@@ -170,20 +172,29 @@ def selfcheck(model: Path, timeout_s: float = READY_TIMEOUT_S) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`convert` prints the model folder; `command` the server's argv; `selfcheck` proves it."""
+    """`convert` prints the model folder; `command` the server's argv; `selfcheck` proves it;
+    `serve` execs vLLM (any further flags go to vLLM)."""
     parser = argparse.ArgumentParser(prog="python -m servegate.engine.vllm_model")
-    parser.add_argument("action", choices=["convert", "command", "selfcheck"])
+    parser.add_argument("action", choices=["convert", "command", "selfcheck", "serve"])
     parser.add_argument("--model", type=Path, default=None, help="default: the converted SmolLM2")
     parser.add_argument("--port", default="8000")
-    args = parser.parse_args(argv)
+    parser.add_argument("--served-name", default=MODEL_ALIAS, help="the model name it answers to")
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.action != "serve" and args.action != "command":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         folder = args.model or model_dir()
+        command = server_argv(folder, args.port, name=args.served_name, extra=tuple(extra))
         if args.action == "convert":
             print(folder)
         elif args.action == "command":
-            print(shlex.join(server_argv(folder, args.port)))
-        else:
+            print(shlex.join(command))
+        elif args.action == "selfcheck":
             selfcheck(folder)
+        else:
+            print(f"servegate: serving {folder}: {shlex.join(command)}", flush=True)
+            os.environ.update(server_env())
+            os.execv(command[0], command)  # vLLM keeps this process id (and process group)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

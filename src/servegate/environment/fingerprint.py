@@ -30,11 +30,17 @@ def launch_record(
     )
 
 
-async def host_fields(cfg: EndpointConfig, argv: list[str], env: dict[str, str]) -> dict[str, str]:
-    """The host environment of a managed engine (empty for one servegate did not start)."""
+async def host_fields(
+    cfg: EndpointConfig,
+    argv: list[str],
+    env: dict[str, str],
+    engine: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The host environment of a managed engine (empty for one servegate did not start), with
+    what its start-up log said about the engine (`engine`, e.g. vLLM's `vllm.dtype`)."""
     if cfg.launch is None:
         return {}
-    return await host_environment(argv, env, cfg.launch.cwd)
+    return {**await host_environment(argv, env, cfg.launch.cwd), **(engine or {})}
 
 
 async def side_fingerprint(

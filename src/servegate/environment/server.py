@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servegate.endpoints.protocol import Endpoint
+from servegate.environment.vllm import kv_cache_fields
 
 # Keys in a /v1/models entry that give the context length, by server.
 CONTEXT_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length")
 _INFO_LINE = re.compile(r"^([A-Za-z_:][\w:]*_info)\{([^}]*)\}\s+1(?:\.0)?\s*$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-MAX_METRIC_FIELDS = 40
+# Per series: vLLM 0.32's cache_config_info alone has 38 labels (num_gpu_blocks among them).
+MAX_METRIC_FIELDS = 60
 DEADLINE_S = 5.0
 
 
@@ -85,9 +87,7 @@ def metrics_fields(text: str) -> dict[str, str]:
         if match is None:
             continue
         name = match.group(1)
-        for label, value in _LABEL.findall(match.group(2)):
-            if len(out) >= MAX_METRIC_FIELDS:
-                return out
+        for label, value in _LABEL.findall(match.group(2))[:MAX_METRIC_FIELDS]:
             out[f"metrics.{name}.{label}"] = value
     return out
 
@@ -119,7 +119,9 @@ async def server_info(ep: Endpoint, model: str | None) -> ServerInfo:
     env.update(props_fields(props))
     metrics = await ep.raw("GET", "../metrics", deadline_s=DEADLINE_S)
     if metrics.ok:
-        env.update(metrics_fields(metrics.body.decode("utf-8", "replace")))
+        series = metrics_fields(metrics.body.decode("utf-8", "replace"))
+        env.update(series)
+        env.update(kv_cache_fields(series))
     else:
         missing.append("/metrics")
     if missing:

@@ -62,10 +62,24 @@ class LaunchEvidence:
     gpu_note: str = ""  # why GPU memory was not measured
     log_tail: str = ""
     hits: tuple[LogHit, ...] = field(default_factory=tuple)
+    # What the engine's own log says it started (vLLM: dtype, compile mode, compile cache, ...).
+    engine: dict[str, str] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
         return self.outcome is LaunchOutcome.READY
+
+    @property
+    def reason(self) -> str:
+        """One line: the error that ended the start-up, from the log (else the message). The
+        first traceback is the root cause: vLLM's API server re-raises its worker's failure as
+        "WorkerProc initialization failed ... See stack trace for root cause"."""
+        for hit in self.hits:
+            if hit.kind == "traceback" and " … " in hit.line:
+                return f"{self.message}: {hit.line.split(' … ', 1)[1]}"
+            if hit.pattern == "argparse-unrecognized":
+                return f"{self.message}: {hit.line}"
+        return self.message
 
 
 def _seconds(value: float | None) -> str:
@@ -74,7 +88,7 @@ def _seconds(value: float | None) -> str:
 
 def _start_finding(ev: LaunchEvidence, *, critical: bool) -> Finding:
     blocker = next((h for h in ev.hits if h.kind == "optional-dependency"), None)
-    message = f"the {ev.side} did not start: {ev.message}"
+    message = f"the {ev.side} did not start: {ev.reason}"
     category = f"launch-{ev.outcome.value}"
     if blocker is not None:
         category = "optional-dependency"
@@ -177,7 +191,7 @@ def judge_launch(
                 baseline=_seconds(b.ready_s) if b is not None else "not launched",
                 candidate=_seconds(c.ready_s) if c.ready else c.message,
                 limit=f"ready within {c.timeout_s:g} s (launch.ready_timeout_s)",
-                reason="" if c.ready else f"the candidate did not start: {c.message}",
+                reason="" if c.ready else f"the candidate did not start: {c.reason}"[:300],
             )
         )
     findings += _hit_findings(b, c)

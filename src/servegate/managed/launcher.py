@@ -25,6 +25,7 @@ from servegate.engine.process import free_port, log_tail, spawn, stop_group
 from servegate.gates.startup_launch import LaunchEvidence, LaunchOutcome
 from servegate.managed.logscan import LogPattern, scan_file
 from servegate.managed.memory import MemorySampler
+from servegate.managed.vllm_log import engine_facts_file, startup_note
 
 POLL_S = 0.2
 READY_BODY = {"prompt": "Hello", "max_tokens": 1, "temperature": 0}
@@ -128,7 +129,8 @@ async def launch(
         return LaunchEvidence(
             side=side, command=shown, log_path=str(log_path), outcome=outcome, message=message,
             timeout_s=spec.ready_timeout_s, log_tail=log_tail(log_path),
-            hits=scan_file(log_path, patterns), **kw,  # type: ignore[arg-type]
+            hits=scan_file(log_path, patterns), engine=engine_facts_file(log_path),
+            **kw,  # type: ignore[arg-type]
         )  # fmt: skip
 
     managed = Managed(side=side, url=url, argv=argv, env=env, launch=spec,
@@ -172,8 +174,9 @@ async def launch(
                 endpoint, min(probe_deadline_s, max(1.0, spec.ready_timeout_s - elapsed))
             ):
                 ready_s = time.perf_counter() - began
+                note = startup_note(engine_facts_file(log_path))
                 managed.evidence = result(
-                    LaunchOutcome.READY, f"ready in {ready_s:.2f} s", pid=process.pid,
+                    LaunchOutcome.READY, f"ready in {ready_s:.2f} s{note}", pid=process.pid,
                     port_open_s=port_open_s,
                     ready_s=ready_s, peak_rss_mb=sampler.peak_rss_mb,
                     gpu_memory_mb=sampler.peak_gpu_mb, gpu_note=sampler.gpu_note,

@@ -24,6 +24,7 @@ LogClass = Literal[
     "deprecated-flag",
     "traceback",
     "optional-dependency",
+    "dtype-cast",
 ]
 SHIPPED = "log_patterns.yaml"
 # A log that repeats one warning per layer would otherwise flood the report.
@@ -76,9 +77,19 @@ def load_catalogue(user_file: Path | None = None) -> tuple[LogPattern, ...]:
     return tuple(merged.values())
 
 
+# vLLM's processes prefix each line: "(EngineCore pid=12) ERROR 12-02 04:47:43 [core.py:1510] ".
+_PROCESS_PREFIX = re.compile(r"^\(\S+ pid=\d+\) [A-Z]+ [\d-]+ [\d:]+ \[[^\]]+\] ")
+
+
+def unprefixed(line: str) -> str:
+    """A log line without vLLM's process prefix (other lines unchanged)."""
+    return _PROCESS_PREFIX.sub("", line, count=1)
+
+
 def _traceback_end(lines: Sequence[str], start: int) -> str | None:
     # The exception line ends a traceback: the first unindented line after its header.
-    for line in lines[start + 1 : start + 200]:
+    for raw in lines[start + 1 : start + 200]:
+        line = unprefixed(raw)
         if line and not line[0].isspace():
             return line.strip()
     return None
