@@ -16,6 +16,7 @@ from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.capabilities import Capability, discover
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
+from servegate.gates.startup_capacity import CapacityEvidence, collect_side, judge_capacity
 from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
 from servegate.gates.startup_sizing import IMPOSSIBLE_WORD, ImpossibleSize, context_in_error, size
 from servegate.verdict.judgement import check, gate_result, not_measured
@@ -57,6 +58,8 @@ class StartupEvidence:
     baseline_launch: LaunchEvidence | None = None
     candidate_launch: LaunchEvidence | None = None
     sizing: ImpossibleSize | None = None  # how the over-long prompt's length was found
+    # The over-KV-capacity prompt (startup_capacity), baseline and candidate; sent last.
+    capacity: tuple[CapacityEvidence, CapacityEvidence] | None = None
 
 
 def _model_ids(resp: RawResponse) -> tuple[str, ...]:
@@ -162,6 +165,10 @@ async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
     sized = await size(pair, cfg)
     baseline = await _side(pair, pair.baseline, cfg, sized.words)
     candidate = await _side(pair, pair.candidate, cfg, sized.words)
+    capacity = (
+        await collect_side(pair, pair.baseline, cfg),
+        await collect_side(pair, pair.candidate, cfg),
+    )
     return StartupEvidence(
         baseline,
         candidate,
@@ -170,6 +177,7 @@ async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
         sizing=sized,
         baseline_launch=pair.launches.get(pair.baseline.name),
         candidate_launch=pair.launches.get(pair.candidate.name),
+        capacity=capacity,
     )
 
 
@@ -424,6 +432,11 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
     launch_checks, launch_findings = judge_launch(ev.baseline_launch, ev.candidate_launch)
     checks += launch_checks
     findings += launch_findings
+    if ev.capacity is not None:
+        capacity_checks, capacity_findings = judge_capacity(*ev.capacity, policy)
+        checks += capacity_checks
+        findings += capacity_findings
+        impossible = impossible + [f for f in capacity_findings if f.category == "timeout"]
     hang = [f for f in impossible if f.category == "timeout"]
     checks.append(
         check(
