@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.responses import respond
 from servegate.endpoints.types import Completion
 from servegate.gates.pair import ISOLATION_REQUEST
 
@@ -292,6 +293,17 @@ def _score_prober(name: str, path: str, request: Mapping[str, Any], key: str) ->
     return probe
 
 
+async def _responses(
+    ep: Endpoint, body: Callable[[Mapping[str, Any]], dict[str, Any]], dl: float
+) -> Capability:
+    """`POST /responses` (the Responses API) answers a response object with output text."""
+    answer = await respond(ep, body({"input": "Say OK.", "max_output_tokens": 4}), deadline_s=dl)
+    result = answer.completion
+    if result.error is not None:
+        return _failed("responses", result)
+    return Capability("responses", True, f"status {answer.response_status}, {result.text!r}")
+
+
 _PAIR = {"text_1": "What is 2+2?", "text_2": ["4", "Paris"]}
 _RERANK = {"query": "What is 2+2?", "documents": ["4", "Paris"]}
 
@@ -303,6 +315,7 @@ PROBERS: dict[str, Prober] = {
     "json_object": _json_mode,
     "json_schema": _json_schema,
     "seed": _seed,
+    "responses": _responses,
     "embeddings": _embeddings,
     "score": _score_prober("score", "score", _PAIR, "score"),
     "rerank": _score_prober("rerank", "rerank", _RERANK, "relevance_score"),
