@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +109,89 @@ def test_a_vllm_that_never_becomes_ready_fails_gate_1_with_its_reason_and_leaves
     assert "\n" not in finding["message"]
     assert reason in finding["candidate_excerpt"]  # the log's tail
     print(finding["message"])
+
+
+@pytest.fixture(scope="module")
+def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One vLLM server for the module, started as a user would (servegate does not manage it)."""
+    from servegate.engine.process import free_port, log_tail, spawn, stop_group
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    argv = [str(_venv_python()), "-m", "servegate.engine.vllm_model", "serve", "--port", str(port)]
+    process = spawn(argv, log)
+    url = f"http://127.0.0.1:{port}/v1"
+    began = time.monotonic()
+    try:
+        while True:
+            assert process.poll() is None, log_tail(log)
+            assert time.monotonic() - began < 600, log_tail(log)
+            try:
+                urllib.request.urlopen(f"{url}/models", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(2)
+        yield url
+    finally:
+        stop_group(process, 20.0)
+        assert not _alive(process.pid)
+
+
+@pytest.mark.timeout(900)
+def test_vllm_032_against_itself_passes_with_its_noise_floor_measured(
+    tmp_path: Path, vllm_url: str
+) -> None:
+    """A/A: one vLLM under two host names (servegate refuses one URL twice). Measured 2026-12-02:
+    repeat |Δlogprob| 1e-5 nats, cache hit 3e-4, stream 9e-4, alongside another request 0.015
+    nats with a quarter of the greedy tokens flipped at exact near-ties: vLLM's CPU path is
+    deterministic for one request alone and not batch-invariant."""
+    out = tmp_path / "report.json"
+    proc = run_servegate(
+        "gate", "--baseline", vllm_url, "--candidate", vllm_url.replace("127.0.0.1", "localhost"),
+        "--model", MODEL, "--gates", "startup,numerics,golden,context", "--json", str(out),
+        "--no-store", timeout_s=850,
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    numerics = next(g for g in report["gates"] if g["name"] == "numerics")
+    m = numerics["metrics"]
+    print({k: m[k] for k in m if k.startswith("aa_")})
+    assert (proc.returncode, report["verdict"]) == (0, "pass"), report["reason"]
+    assert m["aa_repeat_mean_abs_dlogprob_nats"] < 1e-3
+    assert m["aa_alongside_mean_abs_dlogprob_nats"] > m["aa_repeat_mean_abs_dlogprob_nats"]
+    env = report["baseline"]["environment"]
+    assert env["server.kv_capacity_tokens"] == str(
+        int(env["server.kv_blocks"]) * int(env["server.kv_block_size"])
+    )
+    startup = next(g for g in report["gates"] if g["name"] == "startup")
+    caps = startup["details"]["capabilities"]["candidate"]
+    assert caps["responses"]["supported"] is True
+    over = next(c for c in startup["checks"] if c["name"] == "over_capacity")
+    assert over["outcome"] == "not-measured"  # 93,184 KV tokens hold a 4,096-token context
+
+
+@pytest.mark.timeout(900)
+def test_compiled_vs_eager_vllm_both_launched_show_the_path_change_in_their_fingerprints(
+    tmp_path: Path,
+) -> None:
+    config = {
+        "baseline": {"launch": _vllm()},
+        "candidate": {"launch": _vllm("--enforce-eager")},
+        "model": MODEL,
+        "gates": ["startup"],
+    }
+    code, report = _gate(tmp_path, config)
+    for side in ("baseline", "candidate"):
+        launch = report[side]["launch"]
+        print(side, launch["ready_s"], launch["message"])
+        assert launch["outcome"] == "ready"
+        assert not _alive(launch["pid"])
+    b, c = report["baseline"]["environment"], report["candidate"]["environment"]
+    assert (b["vllm.enforce_eager"], c["vllm.enforce_eager"]) == ("False", "True")
+    assert c["vllm.compile_cache"] == "not compiled (eager)"
+    assert b["vllm.compile_cache"] != "unknown"
+    assert b["vllm.version"] == report["baseline"]["version"]
+    assert "vLLM " in report["baseline"]["launch"]["message"]  # cold or warm, said at ready
+    startup = report["gates"][0]
+    assert (code, report["verdict"]) == (0, "pass"), [
+        f["message"] for f in startup["findings"] if f["severity"] in ("major", "critical")
+    ]
