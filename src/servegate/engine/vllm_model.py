@@ -100,6 +100,17 @@ def model_dir(gguf: Path | None = None, cache_root: Path | None = None) -> Path:
     return vllm_view(existing_conversion(source, root) or convert(source, root))
 
 
+TOOLS_TEMPLATE = Path(__file__).with_name("templates") / "smollm2-hermes-tools.jinja"
+
+
+def tools_flags(template: Path = TOOLS_TEMPLATE) -> tuple[str, ...]:
+    """vLLM's tool calling for SmolLM2: its shipped chat template ignores `tools`, so the model
+    never sees them; this template renders them in the Hermes format (and, without tools, exactly
+    what the shipped one renders) for vLLM's text-based `hermes` parser."""
+    return ("--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            "--chat-template", str(template))  # fmt: skip
+
+
 def server_argv(
     model: Path,
     port: int | str,
@@ -179,12 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, default=None, help="default: the converted SmolLM2")
     parser.add_argument("--port", default="8000")
     parser.add_argument("--served-name", default=MODEL_ALIAS, help="the model name it answers to")
+    parser.add_argument("--tools", action="store_true", help="tool calls: hermes parser + template")
     args, extra = parser.parse_known_args(argv)
     if extra and args.action != "serve" and args.action != "command":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         folder = args.model or model_dir()
-        command = server_argv(folder, args.port, name=args.served_name, extra=tuple(extra))
+        flags = (*tools_flags(), *extra) if args.tools else tuple(extra)
+        command = server_argv(folder, args.port, name=args.served_name, extra=flags)
         if args.action == "convert":
             print(folder)
         elif args.action == "command":

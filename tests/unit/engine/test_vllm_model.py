@@ -102,3 +102,26 @@ def test_command_prints_the_server_line_for_a_given_model(
     line = capsys.readouterr().out.strip()
     assert line.endswith("--port 8123 --max-model-len 4096")
     assert "-m vllm.entrypoints.openai.api_server" in line
+
+
+def test_tools_use_the_hermes_parser_with_a_template_that_renders_them() -> None:
+    import jinja2
+
+    from servegate.engine.vllm_model import TOOLS_TEMPLATE, tools_flags
+
+    flags = tools_flags()
+    assert flags[:3] == ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    assert Path(flags[-1]) == TOOLS_TEMPLATE
+    env = jinja2.Environment()
+    env.filters["tojson"] = json.dumps
+    template = env.from_string(TOOLS_TEMPLATE.read_text())
+    chat = [{"role": "user", "content": "Hi"}]
+    # Without tools: byte for byte what SmolLM2's shipped ChatML template renders.
+    assert template.render(messages=chat, add_generation_prompt=True) == (
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    )
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    shown = template.render(messages=chat, tools=[tool], add_generation_prompt=True)
+    assert '"name": "get_weather"' in shown
+    assert "<tool_call></tool_call> XML tags" in shown
