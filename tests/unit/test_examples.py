@@ -85,3 +85,21 @@ def test_the_migration_example_is_a_valid_gate_config_run_from_the_repository_ro
     assert Path(cfg.candidate.launch.cwd).resolve() == EXAMPLES.parent
     assert "servegate.engine.transformers_model serve" in " ".join(cfg.candidate.launch.command)
     assert "--reference" in cfg.baseline.launch.command
+
+
+def test_the_vllm_upgrade_example_launches_both_versions_from_the_repository_root() -> None:
+    from servegate.config.loader import read_gate_file, validate
+    from servegate.config.models import GateConfig
+
+    path = EXAMPLES / "upgrade" / "vllm-0.31-to-0.32.yaml"
+    cfg = validate(GateConfig, read_gate_file(path), str(path))
+    commands = []
+    for side in (cfg.baseline, cfg.candidate):
+        assert side.launch is not None
+        assert Path(str(side.launch.cwd)).resolve() == EXAMPLES.parent
+        assert side.launch.ready_timeout_s >= 600  # a CPU start compiles for minutes
+        commands.append(" ".join(side.launch.command))
+    assert commands == [
+        f".venv-vllm-{v}/bin/python -m servegate.engine.vllm_model serve --port {{port}}"
+        for v in ("0.31.0", "0.32.0")
+    ]

@@ -155,3 +155,25 @@ def test_the_json_matrix_has_a_row_per_entry(tmp_path: Path) -> None:
         3,
     )
     assert row["error"].startswith("baseline http://127.0.0.1:9/v1 unreachable")
+
+
+def test_relative_launch_folders_are_taken_from_the_matrix_files_folder(tmp_path: Path) -> None:
+    launch = {"command": ["python", "-m", "x", "--port", "{port}"], "cwd": "../.."}
+    data = {"baseline": {"launch": launch}, "settings": {"gates": ["startup"]},
+            "entries": [{"name": "eager", "launch": launch},
+                        {"name": "abs", "launch": {**launch, "cwd": "/srv"}}]}  # fmt: skip
+    folder = tmp_path / "examples" / "matrix"
+    folder.mkdir(parents=True)
+    matrix_file = folder / "m.yaml"
+    matrix_file.write_text(yaml.safe_dump(data))
+    loaded = load_matrix(matrix_file)
+    assert loaded.baseline is not None
+    assert loaded.baseline.launch is not None
+    assert Path(str(loaded.baseline.launch.cwd)).resolve() == tmp_path.resolve()
+    cwds = [e.launch.cwd for e in loaded.entries if e.launch is not None]
+    assert [Path(str(c)).resolve() for c in cwds] == [tmp_path.resolve(), Path("/srv")]
+    # The shipped vLLM matrix runs from the repository root whatever the caller's folder.
+    shipped = load_matrix(Path(__file__).resolve().parents[2] / "examples/matrix/vllm-paths.yaml")
+    assert shipped.baseline is not None
+    assert shipped.baseline.launch is not None
+    assert Path(str(shipped.baseline.launch.cwd)).resolve() == Path(__file__).resolve().parents[2]

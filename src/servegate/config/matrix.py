@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from servegate.config.loader import ConfigError, read_yaml, validate
+from servegate.config.loader import ConfigError, _relative_to, read_yaml, validate
 from servegate.config.models import EndpointConfig, GateConfig, LaunchConfig
 
 # The declared fields, in the order the matrix table shows them.
@@ -126,6 +126,13 @@ def load_matrix(path: Path) -> MatrixFile:
     )
     if isinstance(suite, str) and not Path(suite).is_absolute():
         data["settings"]["suite"] = str(path.parent / suite)  # relative to the file
+    # Launch folders too, as in a gate file: the matrix runs the same from any folder.
+    sides = [data.get("baseline")]
+    sides += data["entries"] if isinstance(data.get("entries"), list) else []
+    for side in sides:
+        launch = side.get("launch") if isinstance(side, dict) else None
+        if isinstance(launch, dict) and isinstance(launch.get("cwd"), str):
+            launch["cwd"] = _relative_to(path.parent, launch["cwd"])
     matrix = validate(MatrixFile, data, str(path))
     for entry in matrix.entries:
         matrix.config(entry, str(path))
