@@ -143,3 +143,24 @@ def test_a_failed_launch_reason_is_one_line_from_the_log() -> None:
         side="candidate", command="x", log_path="x", outcome=LaunchOutcome.TIMEOUT,
         message="did not answer a completion within 600 s", timeout_s=600,
     ).reason == "did not answer a completion within 600 s"  # fmt: skip
+
+
+def test_a_kv_cache_below_the_context_is_refused_at_start_up_and_that_is_the_reason() -> None:
+    """vLLM #35541's precondition on 0.32.0: `--num-gpu-blocks-override 16` (15 usable blocks of
+    128 tokens) with `--max-model-len 4096`. vLLM refuses to start (after its compile warm-up,
+    216 s here), so no request can ever be over capacity."""
+    name = "vllm-0.32.0-kv-override-16.log"
+    ev = LaunchEvidence(
+        side="candidate", command="x", log_path=str(LOGS / name), outcome=LaunchOutcome.EXITED,
+        message="exited with code 1 during start-up after 216.0 s", timeout_s=600,
+        hits=scan_file(LOGS / name, load_catalogue()),
+    )  # fmt: skip
+    assert "Overriding num_gpu_blocks=728 with num_gpu_blocks_override=16" in (
+        (LOGS / name).read_text()
+    )
+    assert ev.reason.startswith(
+        "exited with code 1 during start-up after 216.0 s: ValueError: To serve at least one "
+        "request with the model's max seq len (4096), (0.09 GiB KV cache is needed, which is "
+        "larger than the available KV cache memory (0.04 GiB). Based on the available memory, "
+        "the estimated maximum model length is 1920."
+    )
