@@ -16,12 +16,14 @@ from asyncio import Future
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from servegate.config.models import GateConfig
+from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.types import Completion
-from servegate.gates.golden_judgement import evaluate
+from servegate.gates.golden_judgement import evaluate as evaluate_probes
 from servegate.gates.golden_probe import NAME, GoldenEvidence, Observation, ProbeStatus
+from servegate.gates.golden_responses import collect_responses, with_responses
 from servegate.gates.pair import EndpointPair
 from servegate.probes import Probe, Suite, default_suite, load_suite
+from servegate.verdict.model import GateResult
 
 __all__ = ["NAME", "GoldenEvidence", "Observation", "ProbeStatus", "collect", "evaluate"]
 
@@ -110,8 +112,15 @@ async def collect(
         if progress is not None:
             progress(i, len(probes), probe.id)
         observations.append(await _observe(pair, probe, cfg, logprobs))
+    responses = await collect_responses(pair, cfg)  # /v1/responses, where served
     if progress is not None:
         progress(len(probes), len(probes), "")
     return GoldenEvidence(
-        tuple(observations), pair.baseline.base_url, pair.candidate.base_url, pair.model, logprobs
-    )
+        tuple(observations), pair.baseline.base_url, pair.candidate.base_url, pair.model, logprobs,
+        responses=responses,
+    )  # fmt: skip
+
+
+def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
+    """The probes judged relative to the baseline, then the Responses API check."""
+    return with_responses(evaluate_probes(ev, policy, strict=strict), ev.responses, strict=strict)

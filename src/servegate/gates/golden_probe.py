@@ -16,6 +16,7 @@ from functools import cached_property
 
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
+from servegate.gates.golden_responses import ResponsesEvidence
 from servegate.gates.pair import timed_out
 from servegate.gates.tokens import TokenComparison, compare
 from servegate.probes import Probe, ProbeOutcome, check_probe
@@ -176,3 +177,5 @@ class GoldenEvidence:
     candidate_url: str
     model: str | None
     logprobs: bool = False  # plain requests asked for top-k logprobs (the baseline returns them)
+    # The Responses API prompts (golden_responses); None when they were not sent.
+    responses: ResponsesEvidence | None = None
