@@ -26,11 +26,11 @@ def _steps(workflow: dict[Any, Any]) -> list[dict[str, Any]]:
 def _servegate_lines(step: dict[str, Any]) -> list[list[str]]:
     script = EXPRESSION.sub("http://127.0.0.1:8000/v1", str(step.get("run", "")))
     return [words[1:] for line in script.splitlines()
-            if (words := shlex.split(line)) and words[0] == "servegate"]  # fmt: skip
+            if (words := shlex.split(line)) and words[0].endswith("servegate")]  # fmt: skip
 
 
 def test_there_is_a_github_actions_recipe() -> None:
-    assert [p.name for p in WORKFLOWS] == ["servegate-gate.yml"]
+    assert [p.name for p in WORKFLOWS] == ["servegate-gate.yml", "servegate-vllm-gpu.yml"]
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)

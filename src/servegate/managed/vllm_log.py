@@ -35,13 +35,16 @@ _KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 _INIT_S = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
 _COMPILE_SAVED = re.compile(r"saved AOT compiled function|Compiling a graph for")
 _COMPILE_LOADED = re.compile(r"(?:load|loading|loaded) (?:the )?AOT[- ]compiled function", re.I)
+# 0.31.0, second start (measured): "Compiling model again due to a load failure from
+# .../torch_aot_compile/..., reason: 'function' object has no attribute 'finalize_loading'".
+_COMPILE_LOAD_FAILED = re.compile(r"Compiling model again due to a load failure")
 _VERSION_BANNER = re.compile(r"\bversion (\d+\.\d+\.\d+\S*)\s*$")
 
 
 def engine_facts(lines: Iterable[str]) -> dict[str, str]:
     """`vllm.*` facts of one start-up log (empty when it is not a vLLM log)."""
     out: dict[str, str] = {}
-    compiled = loaded = False
+    compiled = loaded = load_failed = False
     for line in lines:
         match = _ENGINE_LINE.search(line)
         if match is not None and "vllm.version" not in out:
@@ -60,12 +63,17 @@ def engine_facts(lines: Iterable[str]) -> dict[str, str]:
             out["vllm.init_engine_s"] = init.group(1)
         compiled = compiled or bool(_COMPILE_SAVED.search(line))
         loaded = loaded or bool(_COMPILE_LOADED.search(line))
+        load_failed = load_failed or bool(_COMPILE_LOAD_FAILED.search(line))
     if "vllm.version" not in out:
         # A start-up that died before the engine: the banner still names the version.
         version = out.get("vllm.banner_version")
         return {"vllm.version": version} if version else {}
     out.pop("vllm.banner_version", None)
-    out["vllm.compile_cache"] = _compile_cache(out, compiled=compiled, loaded=loaded)
+    out["vllm.compile_cache"] = _compile_cache(
+        out, compiled=compiled or load_failed, loaded=loaded and not load_failed
+    )
+    if load_failed:
+        out["vllm.compile_cache"] = "cold (the compile cache failed to load; compiled again)"
     return out
 
 
