@@ -164,3 +164,30 @@ def test_a_kv_cache_below_the_context_is_refused_at_start_up_and_that_is_the_rea
         "larger than the available KV cache memory (0.04 GiB). Based on the available memory, "
         "the estimated maximum model length is 1920."
     )
+
+
+def test_the_031_to_032_upgrade_logs_differ_only_in_wording_and_dtype_notes() -> None:
+    """Second starts of 0.31.0 and 0.32.0 (the upgrade run of 2026-12-02): both fail to load
+    their own compile cache and compile again; 0.32.0 alone prints the Triton CPU-backend line
+    and per-weight dtype notes. None of that blocks; the Triton fallback both print is info."""
+    from servegate.gates.startup_launch import judge_launch
+
+    def evidence(version: str, side: str) -> LaunchEvidence:
+        path = LOGS / f"vllm-{version}-second-start.log"
+        return LaunchEvidence(
+            side=side, command="x", log_path=str(path), outcome=LaunchOutcome.READY,
+            message="ready", timeout_s=600, hits=scan_file(path, load_catalogue()),
+            engine=engine_facts_file(path),
+        )  # fmt: skip
+
+    b, c = evidence("0.31.0", "baseline"), evidence("0.32.0", "candidate")
+    for ev in (b, c):
+        assert ev.engine["vllm.compile_cache"] == (
+            "cold (the compile cache failed to load; compiled again)"
+        )
+    checks, findings = judge_launch(b, c)
+    log_scan = next(ch for ch in checks if ch.name == "log_scan")
+    assert log_scan.outcome == "pass", log_scan.reason
+    new = {f.probe for f in findings if f.side == "candidate" and "only the candidate" in f.message}
+    assert new == {"log:vllm-triton-no-cpu-backend", "log:vllm-weight-dtype-mismatch"}
+    assert not [f for f in findings if f.blocking]
