@@ -22,7 +22,7 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.responses import ResponsesAnswer, respond
 from servegate.endpoints.types import Completion
 from servegate.gates.pair import EndpointPair
-from servegate.verdict.judgement import check, gate_result, not_measured
+from servegate.verdict.judgement import check, gate_result, not_applicable, not_measured
 from servegate.verdict.model import Check, Finding, GateResult, Severity
 
 PROMPTS = (
@@ -122,7 +122,19 @@ def evaluate_responses(ev: ResponsesEvidence) -> tuple[list[Check], list[Finding
     if not served_b:
         why = ev.baseline[0].response.completion.error if ev.baseline else None
         detail = f"{why.category}: {why.message[:80]}" if why else "no answer"
-        return [not_measured("responses", title, f"the baseline does not serve it ({detail})")], []
+        # Not offered by the baseline at all: not applicable (a gap only when a timeout or an
+        # error says it failed rather than it is not there).
+        failed = why is not None and why.category in (
+            "timeout",
+            "stalled",
+            "server",
+            "infra",
+            "reset",
+        )
+        reason = f"the baseline does not serve it ({detail})"
+        if failed:
+            return [not_measured("responses", title, reason)], []
+        return [not_applicable("responses", title, reason)], []
     findings: list[Finding] = []
     if not served_c:
         why = ev.candidate[0].response.completion.error if ev.candidate else None

@@ -20,7 +20,7 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
 from servegate.gates.evidence import describe
 from servegate.gates.pair import EndpointPair
-from servegate.verdict.judgement import check, not_measured
+from servegate.verdict.judgement import check, not_applicable
 from servegate.verdict.model import Check, Finding, Severity
 
 PROBE = "over-capacity-request"
@@ -116,7 +116,9 @@ def judge_capacity(
     major; served or rejected fast passes. Unknown or ample capacity: not measured, and why."""
     title = "a prompt over the KV capacity (within the context) is answered or rejected, not hung"
     if c.result is None:
-        return [not_measured("over_capacity", title, f"the candidate: {c.note}")], []
+        # No KV capacity below the context to probe (unknown on servers without vLLM's cache
+        # info, or ample): the situation cannot arise there, so nothing is missing.
+        return [not_applicable("over_capacity", title, f"the candidate: {c.note}")], []
     findings: list[Finding] = []
     err = c.result.error
     slow = (

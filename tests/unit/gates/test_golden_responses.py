@@ -42,9 +42,9 @@ def test_the_real_answers_hold_parity_and_an_unchanged_candidate_passes() -> Non
     assert _judge(_obs(), _obs()) == (Outcome.PASS, [])
 
 
-def test_a_baseline_without_the_route_leaves_the_check_not_measured() -> None:
+def test_a_baseline_without_the_route_leaves_the_check_not_applicable() -> None:
     checks, findings = evaluate_responses(ResponsesEvidence((_obs(answer=NOT_FOUND),), ()))
-    assert (checks[0].outcome, findings) == (Outcome.NOT_MEASURED, [])
+    assert (checks[0].outcome, findings) == (Outcome.NOT_APPLICABLE, [])
     assert "HTTP 404" in checks[0].reason
 
 

@@ -65,10 +65,10 @@ def test_served_or_rejected_fast_passes_and_a_slow_rejection_does_not() -> None:
     assert [(f.category, f.severity) for f in findings] == [("impossible_request", Severity.MAJOR)]
 
 
-def test_unknown_or_ample_capacity_is_not_measured_and_says_why() -> None:
+def test_unknown_or_ample_capacity_is_not_applicable_and_says_why() -> None:
     ample = CapacityEvidence("candidate", 4096, 93184, note="its KV cache holds 93184 tokens")
     checks, findings = judge_capacity(ample, ample, Policy())
-    assert (checks[0].outcome, findings) == (Outcome.NOT_MEASURED, [])
+    assert (checks[0].outcome, findings) == (Outcome.NOT_APPLICABLE, [])
     assert "93184" in checks[0].reason
     ev = StartupEvidence(
         _side("baseline"), _side("candidate"), 12000, 15.0, capacity=(ample, ample)
