@@ -49,7 +49,7 @@ async def judge(
         return await embeddings.collect(pair, cfg)
 
 
-async def test_the_same_scores_pass_and_embeddings_are_listed_as_not_measured(
+async def test_the_same_scores_pass_and_embeddings_are_listed_as_not_applicable(
     servers: tuple[ScriptedServer, ScriptedServer],
 ) -> None:
     baseline, candidate = servers
@@ -59,7 +59,7 @@ async def test_the_same_scores_pass_and_embeddings_are_listed_as_not_measured(
     result = embeddings.evaluate(evidence, Policy())
     assert result.status is Status.PASS, result.summary
     assert {c.name: c.outcome for c in result.checks} == {
-        "embeddings": Outcome.NOT_MEASURED, "score": Outcome.PASS, "rerank": Outcome.PASS,
+        "embeddings": Outcome.NOT_APPLICABLE, "score": Outcome.PASS, "rerank": Outcome.PASS,
     }  # fmt: skip
     assert evidence.scores[1].baseline.scores == QUERY_SCORES  # rerank put back in document order
     # baseline, candidate and the baseline's repeat for each API; the embeddings only once.
