@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 from servegate.config.models import Policy
+from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Embeddings
 from servegate.gates.embeddings_plan import (
     NAME,
@@ -64,14 +65,31 @@ def _ids(inputs: Sequence[EmbeddingInput], indexes: Sequence[int]) -> str:
     return ", ".join(named[:8]) + (f" (+{len(named) - 8})" if len(named) > 8 else "")
 
 
+# A request that got no HTTP answer (or not in time) says nothing about what a server offers.
+_NO_ANSWER = frozenset(
+    {
+        ErrorCategory.INFRA,
+        ErrorCategory.TIMEOUT,
+        ErrorCategory.STALLED,
+        ErrorCategory.RESET,
+        ErrorCategory.RATE_LIMITED,
+        ErrorCategory.TLS,
+        ErrorCategory.CANCELLED,
+        ErrorCategory.NOT_SENT,
+    }
+)
+
+
 def _serves_none(ev: EmbeddingsEvidence) -> bool:
-    """A failed batch, and one input alone answered without a usable vector (a generative
-    llama.cpp server: per-token vectors): the server does not serve sentence embeddings."""
+    """A failed batch, and one input alone answered without a usable vector: an error answer
+    (stock llama-cpp-python without `--embedding`: HTTP 500 "Llama model must be created with
+    embedding=True") or per-token vectors (the generative reference engine). The server does not
+    serve sentence embeddings. No answer at all to the single input says nothing: not measured."""
     one = ev.baseline_single
     if one is None:
         return False
     if one.error is not None:
-        return not baseline_failed(one.error)
+        return one.error.category not in _NO_ANSWER
     return bool(problems(one.vectors, 1, len(one.vectors[0]) if one.vectors else None).get("count"))
 
 

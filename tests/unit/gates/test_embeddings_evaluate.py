@@ -329,9 +329,18 @@ def test_the_shipped_inputs_are_distinct_and_the_rerank_case_has_documents() -> 
     [
         (failed(ErrorCategory.EMBEDDING_INVALID, "embedding 0 holds non-numbers"), Status.SKIP),
         (emb(BASE[0]), Status.INCONCLUSIVE),
-        (failed(ErrorCategory.SERVER, "HTTP 500", 500), Status.INCONCLUSIVE),
+        (
+            failed(ErrorCategory.SERVER, "HTTP 500: must be created with embedding=True", 500),
+            Status.SKIP,
+        ),
+        (failed(ErrorCategory.TIMEOUT, "no headers in 60 s"), Status.INCONCLUSIVE),
     ],
-    ids=["one-input-gets-per-token-vectors", "one-input-embeds-fine", "one-input-fails-too"],
+    ids=[
+        "one-input-gets-per-token-vectors",
+        "one-input-embeds-fine",
+        "one-input-error-answer",
+        "one-input-no-answer",
+    ],
 )
 def test_a_failed_batch_is_told_from_a_server_without_embeddings_by_one_input(
     single: Embeddings, status: Status
