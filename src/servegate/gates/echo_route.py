@@ -33,15 +33,27 @@ SHIFTS = (0, 1)
 ROUTE_OF_SHIFT: dict[int, RouteName] = {0: "echo", 1: "echo-shifted"}
 
 
+# Top-k asked per echoed position (5: the most OpenAI's legacy completions API allows).
+TOP_K = 5
+
+
+def _bound(top: dict[str, float], k: int) -> float:
+    """The most a token missing from `top` can have: the k-th largest value. Stock
+    llama-cpp-python adds the echoed token's own value to the top-k of the position after it;
+    when that token is outside the top-k, its value is the lowest, and not a bound."""
+    values = sorted(top.values(), reverse=True)
+    return values[min(k, len(values)) - 1]
+
+
 def realign(
-    entries: Sequence[TokenLogprob | None], shift: int
+    entries: Sequence[TokenLogprob | None], shift: int, k: int = TOP_K
 ) -> tuple[list[TokenLogprob | None], frozenset[int]]:
     """Echo entries with `shift` applied, and the positions whose value is only a bound.
 
     Shift 0 returns the entries as they are. Shift 1 gives position i the logprob of its own token
-    in entry i−1's top-k. Where the token is not among them its logprob is at most the lowest
-    of those top-k values: that upper bound is returned, and i is in the set of bounded
-    positions (a lower bound on its NLL; never a score to average as if it were measured).
+    in entry i−1's top-k. Where the token is not among them its logprob is at most the k-th
+    largest of those values (`_bound`): that upper bound is returned, and i is in the set of
+    bounded positions (a lower bound on its NLL; never a score to average as if measured).
     """
     if shift == 0:
         return list(entries), frozenset()
@@ -56,7 +68,7 @@ def realign(
         top = dict(prev.top)
         value = top.get(cur.token)
         if value is None:
-            value = min(top.values())
+            value = _bound(top, k)
             bounded.add(i)
         out.append(TokenLogprob(cur.token, value, prev.top))
     return out, frozenset(bounded)

@@ -31,7 +31,7 @@ from typing import Any
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.echo_route import EchoCheck, ScoringRoute, measure, realign
+from servegate.gates.echo_route import TOP_K, EchoCheck, ScoringRoute, measure, realign
 from servegate.gates.pair import EndpointPair
 from servegate.stats.shift import PairedShift
 
@@ -56,7 +56,7 @@ def reference_texts() -> tuple[tuple[str, str], ...]:
 # Top-k per echoed position: a server whose echo is one token late (stock llama-cpp-python) is
 # read through the previous position's top-k, so k sets how many of its tokens can be scored.
 # 5 is the most OpenAI's legacy completions API allows.
-ECHO_TOP_K = 5
+ECHO_TOP_K = TOP_K
 # Token positions of the perplexity shift by bucket: quantization errors of a KV cache grow with
 # the context, so a shift that only long positions show is reported where it is.
 POSITION_BUCKETS = ((0, 256), (256, 1024), (1024, 4096), (4096, 1 << 30))

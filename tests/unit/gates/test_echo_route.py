@@ -107,6 +107,20 @@ def test_a_server_that_returns_no_echo_logprobs_does_not_offer_them() -> None:
     assert (route.name, route.offered) == ("none", False)
 
 
+def test_a_bound_ignores_the_echoed_tokens_own_value_below_the_top_k() -> None:
+    # Stock llama-cpp-python's top dict at a position: its top-5 plus the echoed token's own
+    # value, here far below them (-11.2). A token missing from the dict can have at most the
+    # 5th largest (-3.69), not -11.2: with the lowest value the "bound" was 7.5 nats too low,
+    # and a flash-attention candidate failed cross-scoring on an NLL "at least" 1.3 nats worse.
+    top = ((" is", -0.43), (",", -2.48), (" lies", -2.55), (" and", -3.68), (")", -3.69),
+           (" France", -11.2))  # fmt: skip
+    entries = (None, TokenLogprob(" France", -11.2, top), TokenLogprob(" borders", -9.0, ()))
+    out, bounded = realign(entries, 1)
+    assert out[2] is not None
+    assert out[2].logprob == -3.69
+    assert bounded == frozenset({2})
+
+
 def test_the_shift_scores_a_token_outside_the_previous_top_k_only_as_a_bound() -> None:
     entries = (
         None,
