@@ -75,12 +75,14 @@ def max_context(listing: object, model: str | None) -> int | None:
 
 async def collect_side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig) -> CapacityEvidence:
     """Read capacity and context; send the over-capacity prompt only where one exists."""
-    models = await ep.raw("GET", "/models", deadline_s=cfg.probe_deadline_s)
+    # Recorded like every request servegate sends (README: every request is in the store).
+    probe = pair.recording(ep, gate="startup", probe="over-capacity:discovery")
+    models = await probe.raw("GET", "/models", deadline_s=cfg.probe_deadline_s)
     try:
         context = max_context(models.json(), pair.model) if models.ok else None
     except ValueError:
         context = None
-    metrics = await ep.raw("GET", "../metrics", deadline_s=cfg.probe_deadline_s)
+    metrics = await probe.raw("GET", "../metrics", deadline_s=cfg.probe_deadline_s)
     capacity = kv_capacity(metrics.body.decode("utf-8", "replace")) if metrics.ok else None
     if context is None or capacity is None:
         missing = "its KV capacity (vllm:cache_config_info)" if capacity is None else "its context"
