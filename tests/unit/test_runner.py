@@ -469,3 +469,21 @@ async def test_only_the_readiness_check_stops_the_gates_after_startup(
     assert (golden.status is Status.PASS) is golden_runs
     if not golden_runs:
         assert golden.summary == "skipped: a side is not ready (see startup)"
+
+
+async def test_performance_against_a_stored_recording_is_not_applicable_and_a_good_run_exits_0(
+    urls: tuple[str, str],
+) -> None:
+    # Issue 20 item 9: the default gate list includes performance, which against a recording
+    # was INCONCLUSIVE, so `gate --baseline-run NAME --candidate URL` exited 3 on a good
+    # candidate. It is not applicable there: skipped with its reason, never a pass or a gap.
+    from servegate.runner import _performance_not_measured
+    from servegate.verdict.rules import decide
+
+    cfg = _gates_cfg(urls, ("startup", "performance"))
+    result = await _performance_not_measured(None, cfg, lambda *a: None)  # type: ignore[arg-type]
+    assert result.status is Status.SKIP
+    assert result.not_applicable
+    assert result.not_measured == ()
+    startup = GateResult(name="startup", status=Status.PASS, summary="ok")
+    assert decide([startup, result]).exit_code == 0
