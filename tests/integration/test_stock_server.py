@@ -55,14 +55,22 @@ async def test_the_stock_server_interrupts_a_stream_and_it_counts_as_truncated(
 ) -> None:
     body = {
         "model": stock_engine.model,
-        "messages": [{"role": "user", "content": "Count from one to fifty in words."}],
-        "max_tokens": 64,
+        # SmolLM2 writes past 300 tokens here (the context gate's long stream): still in flight
+        # when the second request arrives.
+        "messages": [
+            {
+                "role": "user",
+                "content": "Write a long story about a dragon who learns to bake bread.",
+            }
+        ],
+        # Long enough (~4 s at ~70 tokens/s) to be in flight when the second request arrives.
+        "max_tokens": 256,
         "temperature": 0,
         "stream": True,
     }
     async with OpenAIEndpoint("candidate", stock_engine.base_url) as ep:
         first = asyncio.create_task(ep.chat(body, deadline_s=120.0))
-        await asyncio.sleep(1.0)  # the first stream is under way
+        await asyncio.sleep(0.5)  # the first stream is under way
         second = await ep.chat(body, deadline_s=120.0)
         cut = await first
     assert second.ok, second.error

@@ -227,6 +227,13 @@ def latency_check(
         "n_primary": len(primary), "n_candidate": len(candidate),
         "blocks_primary": len(bb), "blocks_candidate": len(cb),
     }  # fmt: skip
+    need = policy.canary.min_requests
+    if len(primary) < need or len(candidate) < need:
+        # The same floor as the rates: with 4 primary answers (2 blocks) against 11, a benign
+        # candidate failed at the smallest p the blocks allow (0.048) on the integration test.
+        why = f"too few answers: primary {len(primary)}, candidate {len(candidate)} (need "
+        why += f"{need} each, canary.min_requests)"
+        return not_measured(metric, rule.title, why, core=rule.core), values
     floor_p = 1 / comb(len(bb) + len(cb), len(bb)) if bb and cb else 1.0
     if len(bb) < 2 or len(cb) < 2 or floor_p >= alpha:
         why = (

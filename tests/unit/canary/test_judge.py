@@ -103,8 +103,11 @@ def test_too_few_answers_are_not_measured_and_the_interval_is_not_judged() -> No
 
 def test_too_few_blocks_for_significance_are_not_measured() -> None:
     primary, candidate = interval("benign", "primary"), interval("benign", "candidate")
+    enough = POLICY.model_copy(
+        update={"canary": POLICY.canary.model_copy(update={"min_requests": 15})}
+    )
     check, values = latency_check("e2el_ms", primary["e2el_ms"][:15], candidate["e2el_ms"][:15],
-                                  POLICY)  # fmt: skip
+                                  enough)  # fmt: skip
     assert (values["blocks_primary"], values["blocks_candidate"]) == (3, 3)
     assert check.outcome is Outcome.NOT_MEASURED
     assert "cannot show a significant rise" in check.reason
@@ -147,3 +150,15 @@ def test_evidence_is_json_even_for_an_infinite_ratio() -> None:
 def test_marginal_above_pass_is_refused() -> None:
     with pytest.raises(ValueError, match="marginal_score must not exceed pass_score"):
         CanaryPolicy(pass_score=70, marginal_score=80)
+
+
+def test_a_latency_with_fewer_answers_than_min_requests_is_not_measured() -> None:
+    # Measured on the integration test: 4 primary answers (2 blocks of 2) against 11 candidate
+    # answers failed a benign candidate at p = 0.048, the smallest the blocks allow.
+    from servegate.canary.judge import latency_check
+    from servegate.config.models import CanaryPolicy, Policy
+
+    policy = Policy(canary=CanaryPolicy(min_requests=5, latency_block_requests=2))
+    check, _ = latency_check("e2el_ms", [130.0, 135.0, 137.0, 140.0], [240.0] * 11, policy)
+    assert check.outcome == "not-measured"
+    assert "too few answers: primary 4" in check.reason
