@@ -158,13 +158,6 @@ def test_a_performance_regression_on_the_stock_server_fails_the_performance_gate
     options: dict[str, Any],
 ) -> None:
     with stock_factory("clean") as base, stock_factory("clean", fault, **options) as cand:
-        out = tmp_path / "report.json"
-        proc = subprocess.run(
-            [sys.executable, "-m", "servegate", "gate", "--baseline", base.base_url,
-             "--candidate", cand.base_url, "--gates", "performance", "--json", str(out),
-             "--db", str(tmp_path / "runs.db"), "--quiet"],
-            capture_output=True, text=True, timeout=3600,
-        )  # fmt: skip
-    report = json.loads(out.read_text())
-    assert proc.returncode == 1, report["verdict"]
+        code, report = _gate(base, cand, tmp_path, "--gates", "performance")
+    assert code == 1, report["verdict"]
     assert _gate_of(report, "performance")["status"] == "fail"

@@ -297,15 +297,9 @@ def judge_interval(
     """Every check of the interval and the outcome the gates' rule gives them."""
     checks: list[Check] = []
     values: dict[str, Mapping[str, float | int | None]] = {}
-    for metric in RATES:
-        made, numbers = rate_check(
-            metric, primary.get(metric, ()), candidate.get(metric, ()), policy,
-            None if secondary is None else secondary.get(metric, ()),
-        )  # fmt: skip
-        checks.append(made)
-        values[metric] = numbers
-    for metric in LATENCIES:
-        made, numbers = latency_check(
+    measures = [(m, rate_check) for m in RATES] + [(m, latency_check) for m in LATENCIES]
+    for metric, make in measures:
+        made, numbers = make(
             metric, primary.get(metric, ()), candidate.get(metric, ()), policy,
             None if secondary is None else secondary.get(metric, ()),
         )  # fmt: skip
