@@ -83,14 +83,14 @@ async def test_the_stock_server_interrupts_a_stream_and_it_counts_as_truncated(
 
 
 def _gate(
-    baseline: RunningEngine, candidate: RunningEngine, tmp: Path
+    baseline: RunningEngine, candidate: RunningEngine, tmp: Path, *extra: str
 ) -> tuple[int, dict[str, Any]]:
-    """The README's everyday command, defaults untouched."""
+    """The README's everyday command, defaults untouched unless `extra` names gates."""
     out = tmp / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "servegate", "gate", "--baseline", baseline.base_url,
          "--candidate", candidate.base_url, "--json", str(out), "--db", str(tmp / "runs.db"),
-         "--quiet"],
+         "--quiet", *extra],
         capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr

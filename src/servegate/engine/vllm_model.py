@@ -13,6 +13,7 @@ Run in the interpreter that has vLLM (`scripts/setup.sh vllm [VERSION]` makes
     python -m servegate.engine.vllm_model command --port 8000   # prints the server's argv
     python -m servegate.engine.vllm_model selfcheck             # start, one chat completion, stop
     python -m servegate.engine.vllm_model serve --port 8000 [VLLM FLAGS...]  # exec vLLM on it
+    python -m servegate.engine.vllm_model serve --variant mixed-dtype ...  # a weight variant
 """
 
 from __future__ import annotations
@@ -103,6 +104,29 @@ def model_dir(gguf: Path | None = None, cache_root: Path | None = None) -> Path:
 TOOLS_TEMPLATE = Path(__file__).with_name("templates") / "smollm2-hermes-tools.jinja"
 
 
+def variant_dir(name: str, cache_root: Path | None = None) -> Path:
+    """The folder vLLM serves for the weight variant `name` (`servegate engine variants`): the
+    shipped GGUF rewritten by the variant's recipe, then converted like the shipped one. A variant
+    that is only a llama.cpp flag (flash-attn, mmap-off) has no weights of its own to serve."""
+    from servegate.engine.variants import VARIANTS, variant_gguf
+
+    variant = VARIANTS.get(name)
+    weights = ", ".join(_weight_variants())
+    if variant is None:
+        raise EngineError(f"unknown variant {name!r}; weight variants: {weights}")
+    if name != "clean" and variant.recipe is None:
+        raise EngineError(
+            f"variant {name!r} is a llama.cpp server flag, not weights; weight variants: {weights}"
+        )
+    return model_dir(variant_gguf(variant, shipped_model_path()), cache_root)
+
+
+def _weight_variants() -> list[str]:
+    from servegate.engine.variants import VARIANTS
+
+    return [n for n, v in VARIANTS.items() if n == "clean" or v.recipe is not None]
+
+
 def tools_flags(template: Path = TOOLS_TEMPLATE) -> tuple[str, ...]:
     """vLLM's tool calling for SmolLM2: its shipped chat template ignores `tools`, so the model
     never sees them; this template renders them in the Hermes format (and, without tools, exactly
@@ -191,11 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", default="8000")
     parser.add_argument("--served-name", default=MODEL_ALIAS, help="the model name it answers to")
     parser.add_argument("--tools", action="store_true", help="tool calls: hermes parser + template")
+    parser.add_argument(
+        "--variant", default=None, help="serve a weight variant (e.g. mixed-dtype), converted once"
+    )
     args, extra = parser.parse_known_args(argv)
     if extra and args.action != "serve" and args.action != "command":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        folder = args.model or model_dir()
+        if args.model is not None and args.variant is not None:
+            parser.error("--model and --variant name two models; give one")
+        folder = args.model or (variant_dir(args.variant) if args.variant else model_dir())
         flags = (*tools_flags(), *extra) if args.tools else tuple(extra)
         command = server_argv(folder, args.port, name=args.served_name, extra=flags)
         if args.action == "convert":

@@ -125,3 +125,18 @@ def test_tools_use_the_hermes_parser_with_a_template_that_renders_them() -> None
     shown = template.render(messages=chat, tools=[tool], add_generation_prompt=True)
     assert '"name": "get_weather"' in shown
     assert "<tool_call></tool_call> XML tags" in shown
+
+
+@pytest.mark.parametrize(
+    ("variant", "says"),
+    [("flash-attn", "is a llama.cpp server flag, not weights"), ("no-such", "unknown variant")],
+)
+def test_a_variant_without_weights_of_its_own_is_refused_with_the_weight_variants_named(
+    variant: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["convert", "--variant", variant]) != 0
+    err = capsys.readouterr().err
+    assert says in err
+    assert "mixed-dtype" in err
+    assert "logit-scale" in err
+    assert "\n" not in err.strip()
