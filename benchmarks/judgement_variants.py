@@ -36,11 +36,11 @@ RUNS = (
 )
 
 
-def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
+def _gate(baseline: str, candidate: str, out: Path, *extra: str) -> tuple[int, float]:
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
-         "--candidate", candidate, "--json", str(out), "--no-store", "--quiet"],
+         "--candidate", candidate, "--json", str(out), "--no-store", "--quiet", *extra],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if not out.exists():
@@ -48,7 +48,9 @@ def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
     return proc.returncode, time.perf_counter() - t0
 
 
-def run(out_dir: Path, runs: tuple[tuple[str, int], ...], *, stock: bool) -> None:
+def run(
+    out_dir: Path, runs: tuple[tuple[str, int], ...], *, stock: bool, extra: tuple[str, ...] = ()
+) -> None:
     from servegate.engine import start_engine
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -57,7 +59,7 @@ def run(out_dir: Path, runs: tuple[tuple[str, int], ...], *, stock: bool) -> Non
             for i in range(times):
                 with start_engine(variant, stock=stock) as candidate:
                     path = out_dir / f"{variant}-{i + 1}.json"
-                    code, wall_s = _gate(baseline.base_url, candidate.base_url, path)
+                    code, wall_s = _gate(baseline.base_url, candidate.base_url, path, *extra)
                 report = json.loads(path.read_text())
                 report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1)}
                 path.write_text(json.dumps(report, indent=1))
@@ -72,6 +74,15 @@ def _num(value: Any, spec: str) -> str:
     return "-" if not isinstance(value, int | float) else format(value, spec)
 
 
+def _route(numerics: dict[str, Any], side: str) -> str:
+    """`route (as returned → calibrated)`, nats/token, from the numerics gate's evidence."""
+    route = numerics.get("details", {}).get("perplexity", {}).get(f"{side}_route") or {}
+    before = route.get("as_returned_nats", numerics["metrics"].get(f"{side}_echo_alignment_nats"))
+    after = route.get("calibrated_nats")
+    name = route.get("route", numerics["metrics"].get(f"{side}_scoring_route", "-"))
+    return f"{name} ({_num(before, '.3f')} → {_num(after, '.4f')})"
+
+
 def row(variant: str, report: dict[str, Any]) -> str:
     n = _gate_of(report, "numerics")["metrics"]
     g = _gate_of(report, "golden")
@@ -80,10 +91,7 @@ def row(variant: str, report: dict[str, Any]) -> str:
             f"(z {_num(n.get('perplexity_shift_z'), '+.1f')})"  # fmt: skip
     gates = ", ".join(f"{x['name']} {x['status']}" for x in report["gates"])
     routes = " / ".join(
-        f"{n.get(f'{side}_scoring_route', '-')} "
-        f"({_num(n.get(f'{side}_echo_alignment_nats'), '.3f')} → "
-        f"{_num(n.get(f'{side}_echo_calibrated_nats'), '.3f')})"
-        for side in ("baseline", "candidate")
+        _route(_gate_of(report, "numerics"), side) for side in ("baseline", "candidate")
     )
     cells = [
         variant,
@@ -96,7 +104,7 @@ def row(variant: str, report: dict[str, Any]) -> str:
         f"{n.get('confident_flips', '-')} / {n.get('near_tie_flips', '-')}",
         f"{g['metrics'].get('regressed', '-')} ({g['metrics'].get('explained', 0)} explained, "
         f"{g['metrics'].get('within_noise', 0)} within noise)",
-        f"{report['verdict'].upper()} ({gates})",
+        f"{report['verdict'].upper()}, exit {report.get('exit_code', '-')} ({gates})",
         f"{report.get('_bench', {}).get('wall_s', report['duration_s'])} s",
     ]
     return "| " + " | ".join(cells) + " |"
@@ -126,11 +134,13 @@ def main() -> None:
     parser.add_argument("--table", type=Path, help="print the table from a folder of reports")
     parser.add_argument("--stock", action="store_true", help="the stock llama-cpp-python server")
     parser.add_argument("--variants", help="comma-separated variants to run, once each")
+    parser.add_argument("--gates", help="passed to servegate gate (default: every default gate)")
     args = parser.parse_args()
     runs = tuple((v, 1) for v in args.variants.split(",")) if args.variants else RUNS
     if args.out:
         print(HEADER, flush=True)
-        run(args.out, runs, stock=args.stock)
+        extra = ("--gates", args.gates) if args.gates else ()
+        run(args.out, runs, stock=args.stock, extra=extra)
     elif args.table:
         table(args.table, runs)
     else:
