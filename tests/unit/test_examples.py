@@ -72,18 +72,24 @@ def test_every_servegate_command_in_the_workflow_parses(path: Path) -> None:
             assert f"--{out}" in rest, f"the workflow does not write the {out} report"
 
 
-def test_the_migration_example_is_a_valid_gate_config_run_from_the_repository_root() -> None:
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [("llama-cpp-to-transformers", "transformers_model"), ("llama-cpp-to-vllm", "vllm_model")],
+)
+def test_the_migration_examples_are_valid_gate_configs_run_from_the_repository_root(
+    name: str, module: str
+) -> None:
     from servegate.config.loader import read_gate_file, validate
     from servegate.config.models import GateConfig
 
-    path = EXAMPLES / "migration" / "llama-cpp-to-transformers.yaml"
+    path = EXAMPLES / "migration" / f"{name}.yaml"
     cfg = validate(GateConfig, read_gate_file(path), str(path))
     assert cfg.baseline.launch is not None
     assert cfg.candidate.launch is not None
     assert cfg.candidate.launch.cwd is not None
-    # The candidate's interpreter is the transformers venv's, relative to the repository root.
+    # The candidate's interpreter is its engine's venv's, relative to the repository root.
     assert Path(cfg.candidate.launch.cwd).resolve() == EXAMPLES.parent
-    assert "servegate.engine.transformers_model serve" in " ".join(cfg.candidate.launch.command)
+    assert f"servegate.engine.{module} serve" in " ".join(cfg.candidate.launch.command)
     assert "--reference" in cfg.baseline.launch.command
 
 
