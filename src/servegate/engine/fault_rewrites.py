@@ -277,6 +277,47 @@ def mirror_content(payload: Payload) -> Payload | None:
     return changed if touched else None
 
 
+# --- stream-utf8 -----------------------------------------------------------------------------
+
+
+def _split_char(ch: str) -> str:
+    # Cut after the lead byte, the lead byte alone decodes to one U+FFFD and each continuation
+    # byte, invalid on its own, to one more: one per UTF-8 byte of the character.
+    return ch if ch.isascii() else "\ufffd" * len(ch.encode("utf-8", "surrogatepass"))
+
+
+def split_utf8_text(text: str) -> str:
+    """`text` as a server sends it that cuts every multi-byte UTF-8 character between two chunks
+    (after its lead byte) and decodes each chunk alone with errors="replace": each non-ASCII
+    character becomes one U+FFFD per byte of its UTF-8 encoding; ASCII is kept."""
+    return text if text.isascii() else "".join(map(_split_char, text))
+
+
+def split_utf8_event(payload: Payload) -> list[Payload] | None:
+    """A streamed chat or text completion chunk with `split_utf8_text` applied to each choice's
+    delta content and text; None when neither holds a non-ASCII character (tool-call arguments,
+    logprobs and everything else are kept)."""
+
+    def holders(choice: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+        return [(_delta(choice), "content"), (choice, "text")]
+
+    def touched(choice: dict[str, Any]) -> bool:
+        return any(
+            isinstance(value := holder.get(key), str) and not value.isascii()
+            for holder, key in holders(choice)
+        )
+
+    if not any(touched(c) for c in _choices(payload)):
+        return None
+    changed = copy.deepcopy(payload)
+    for choice in _choices(changed):
+        for holder, key in holders(choice):
+            value = holder.get(key)
+            if isinstance(value, str):
+                holder[key] = split_utf8_text(value)
+    return [changed]
+
+
 # --- embed-perturb ---------------------------------------------------------------------------
 
 

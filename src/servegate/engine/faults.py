@@ -35,6 +35,7 @@ from servegate.engine.fault_rewrites import (
     mirror_content,
     perturb_embeddings,
     response_format_type,
+    split_utf8_event,
     truncate_json,
     truncate_json_events,
 )
@@ -244,6 +245,20 @@ def batch_corrupt(options: FaultOptions) -> Fault:
     return fault
 
 
+def stream_utf8(options: FaultOptions) -> Fault:
+    """Streamed answers lose their non-ASCII characters: each becomes one U+FFFD per UTF-8 byte,
+    as from a server that splits multi-byte characters between chunks and decodes each chunk
+    alone (`split_utf8_text`). Non-streamed answers are untouched."""
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        payload = _request_payload(request, body, "/chat/completions", "/completions")
+        if payload is None or not payload.get("stream"):
+            return None
+        return Relay(body, events=lambda: split_utf8_event)
+
+    return fault
+
+
 def embed_perturb(options: FaultOptions) -> Fault:
     """Every embedding vector comes back moved off its direction: cosine 1 / sqrt(1 + s²) to the
     engine's own (s = perturb_scale; 0.995 at the default 0.1), all else untouched — the class
@@ -297,6 +312,11 @@ FAULTS: dict[str, FaultSpec] = {
         "answers are corrupted (each word mirrored) only while more than one request is in "
         "flight; a request served alone is untouched",
         batch_corrupt,
+    ),
+    "stream-utf8": FaultSpec(
+        "streamed chat/completion text: each non-ASCII character becomes one U+FFFD per UTF-8 "
+        "byte (split between chunks, each decoded alone); non-streamed answers are untouched",
+        stream_utf8,
     ),
     "embed-perturb": FaultSpec(
         "each /v1/embeddings vector is moved off its direction (cosine 0.995 to the engine's at "

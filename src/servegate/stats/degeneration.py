@@ -155,7 +155,13 @@ SOUP = "soup"
 def severe_kind(m: DegenerationMetrics) -> tuple[str, str] | None:
     """(kind, reason) when the text counts as severely degenerate, else None. Emptiness is judged
     elsewhere (relative to the baseline), since an empty answer can be legitimate."""
-    symbol_run = not m.longest_char_run_char.isalnum()
+    char = m.longest_char_run_char
+    if m.longest_char_run >= SEVERE_CHAR_RUN and _is_abnormal(char):
+        # A run of U+FFFD (a server decoding split UTF-8 chunks alone) or of a control character
+        # is broken decoding, not a stuck decoder: a baseline's `=====` rule must not excuse it.
+        why = f"U+{ord(char):04X} repeated {m.longest_char_run} times in a row"
+        return ABNORMAL, why + " (broken text decoding)"
+    symbol_run = not char.isalnum()
     if m.longest_char_run >= (SEVERE_CHAR_RUN if symbol_run else 2 * SEVERE_CHAR_RUN):
         why = f"same character {m.longest_char_run_char!r} repeated {m.longest_char_run} times"
         return (SYMBOL_RUN if symbol_run else LOOP), why

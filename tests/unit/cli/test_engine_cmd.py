@@ -13,7 +13,7 @@ from servegate.cli.engine_cmd import engine
 def test_variants_lists_every_variant_and_fault_with_a_description() -> None:
     result = CliRunner().invoke(engine, ["variants"])
     assert result.exit_code == 0
-    for name in ("clean", "mixed-dtype", "drift", "mmap-off", "hang-long"):
+    for name in ("clean", "mixed-dtype", "drift", "mmap-off", "hang-long", "stream-utf8"):
         assert any(
             line.split()[:1] == [name] and len(line.split()) > 2
             for line in result.output.splitlines()

@@ -271,3 +271,22 @@ def test_a_candidate_that_loops_far_more_often_than_the_baseline_fails_the_paire
 def test_without_baseline_degeneration_the_paired_rate_is_not_applicable() -> None:
     result = evaluate(_evidence(_obs(OK_PROBE, _text("OK"), _text("OK"))), Policy())
     assert _degeneration(result) == ("pass", "not-applicable")
+
+
+def test_replacement_characters_in_a_stream_block_even_if_the_baseline_has_symbol_runs() -> None:
+    # The stream-utf8 fault on the reference engine: the Chinese answer streamed as U+FFFD, one
+    # per UTF-8 byte. A baseline underlining a heading with `=====` elsewhere shows symbol runs;
+    # that must not excuse broken decoding as "a kind the baseline shows too".
+    essay = _probe("long-output-essay")
+    heading = "The printing press\n" + "=" * 20 + "\nIt changed Europe."
+    obs = (
+        _obs(essay, _text(heading), _text(heading)),
+        _obs(ZH_PROBE, _text("空氣是什么颜色？\n"), _text("空氣是什么颜色？\n"),
+             c_stream=_text("\ufffd" * 24 + "\n")),
+    )  # fmt: skip
+    result = evaluate(_evidence(*obs), Policy())
+    assert result.status is Status.FAIL
+    [finding] = [f for f in result.findings if f.category == "degeneration"]
+    assert (finding.probe, finding.severity) == ("multilingual-zh-answer:stream", Severity.CRITICAL)
+    assert "U+FFFD" in finding.message
+    assert {c.name: str(c.outcome) for c in result.checks}["stream_mismatch"] == "fail"

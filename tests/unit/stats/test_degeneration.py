@@ -1,6 +1,12 @@
 import pytest
 
-from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.stats.degeneration import (
+    ABNORMAL,
+    SYMBOL_RUN,
+    degeneration_metrics,
+    is_severe,
+    severe_kind,
+)
 
 
 @pytest.mark.parametrize(
@@ -53,3 +59,18 @@ def test_repeated_ngram_ratio_is_zero_for_distinct_words() -> None:
 def test_abnormal_ratio_counts_replacement_and_control_characters() -> None:
     m = degeneration_metrics("ab\ufffd\x00")
     assert m.abnormal_char_ratio == pytest.approx(0.5)
+
+
+def test_a_run_of_replacement_characters_is_abnormal_not_a_symbol_run() -> None:
+    # What a server that decodes split UTF-8 chunks alone streams for a Chinese answer: a run of
+    # U+FFFD is broken decoding, a kind of its own, never excused by a baseline's `=====` rule.
+    assert severe_kind(degeneration_metrics("\ufffd" * 24 + "\n")) == (
+        ABNORMAL,
+        "U+FFFD repeated 24 times in a row (broken text decoding)",
+    )
+    assert severe_kind(degeneration_metrics("=" * 24))[0] == SYMBOL_RUN  # type: ignore[index]
+
+
+def test_a_few_replacement_characters_in_fluent_text_are_not_severe() -> None:
+    # "25 °C" streamed through the split-UTF-8 bug: seen only as a stream/plain mismatch.
+    assert is_severe(degeneration_metrics("It is 25 \ufffd\ufffdC in Paris today.")) is None
