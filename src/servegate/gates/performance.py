@@ -127,7 +127,7 @@ async def collect(
     if "baseline" not in stopped:
         pilots = await _served(pair, cfg, source, cfg.policy.served_incomplete_share_max)
         settings = settings.model_copy(update={"concurrency": pilots[-1].concurrency})
-        total += len(pilots)
+        total += len(pilots) + (len(SIDES) if _lowered(pilots) else 0)
         done += len(pilots)
     arrival = closed_loop(settings.concurrency)
     count = warmup_count(settings)
@@ -199,6 +199,20 @@ async def collect(
             strict=True,
         )
     )
+    concurrent: dict[str, StepEvidence | None] = {}
+    if _lowered(pilots):
+        asked = pilots[0].concurrency
+        for name in SIDES:
+            concurrent[name] = None
+            if name not in stopped:
+                tagged = pair.recording(
+                    for_load(sides[name], asked), gate=NAME, probe=f"load:concurrent:c{asked}"
+                )
+                bounds = block_bounds(settings, alone_n, dl)
+                concurrent[name] = await run_step(
+                    tagged, source, closed_loop(asked), bounds, first_index=first
+                )
+            step(f"{name} at concurrency {asked}")
     capacity: tuple[CapacityStep, ...] = ()
     if settings.slo is not None:
         capacity = await _sweep(pair, cfg, settings.slo, source, stopped, step)
@@ -214,7 +228,13 @@ async def collect(
         replica_url=None if pair.replica is None else pair.replica.base_url,
         capacity=capacity,
         pilots=pilots,
+        concurrent=concurrent,
     )
+
+
+def _lowered(pilots: tuple[ServedPilot, ...]) -> bool:
+    """The blocks run below the asked concurrency: the baseline did not serve it whole."""
+    return bool(pilots) and pilots[-1].concurrency < pilots[0].concurrency
 
 
 async def _served(

@@ -199,6 +199,10 @@ class PerformanceEvidence:
     # The baseline at the asked concurrency, then lower ones until it served every answer whole:
     # the blocks ran at `settings.concurrency`, the last pilot's (asked: the first pilot's).
     pilots: tuple[ServedPilot, ...] = ()
+    # When the blocks ran below the asked concurrency: the first block's prompts sent again at
+    # the asked one on each side. Their whole answers still say whether concurrency changes an
+    # answer (a batch-only corruption never shows at concurrency 1).
+    concurrent: dict[str, StepEvidence | None] = field(default_factory=dict)
 
     def side_blocks(self, side: str) -> list[StepEvidence]:
         """The measured blocks of `side` that were sent, by block number."""

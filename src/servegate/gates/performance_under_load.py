@@ -5,6 +5,9 @@ A server may legitimately vary with batch composition, so the baseline's own dis
 (alone vs under load) is the noise floor: the candidate fails when its share of differing answers
 exceeds `noise_k × floor + tolerance.load_mismatch_rate`. A candidate correct alone and wrong when
 batching fails with the number of requests in flight at which it broke and an example pair.
+Where the blocks ran below the asked concurrency (a baseline that interrupts in-flight requests),
+the whole answers of the first block's prompts sent again at the asked concurrency are compared:
+at concurrency 1 a batch-only fault cannot show.
 """
 
 from __future__ import annotations
@@ -13,7 +16,13 @@ from dataclasses import dataclass
 
 from servegate.config.models import Policy
 from servegate.gates.evidence import curl, describe
-from servegate.gates.performance_plan import AloneAnswer, PerformanceEvidence, SideLoad
+from servegate.gates.performance_plan import (
+    AloneAnswer,
+    PerformanceEvidence,
+    SideLoad,
+    in_flight_counts,
+    incomplete,
+)
 from servegate.load.correctness import check_responses
 from servegate.load.driver import Exchange
 from servegate.stats.divergence import noise_limit
@@ -63,8 +72,21 @@ class _Agreement:
     ]  # (alone answer, under load, requests in flight)
 
 
+def _loaded(ev: PerformanceEvidence, side: SideLoad) -> tuple[dict[int, Exchange], dict[int, int]]:
+    """The answers under load to compare with the same prompts alone, and each one's requests in
+    flight: the blocks', or, where the blocks ran below the asked concurrency, the whole answers
+    of the first block's prompts sent again at the asked one."""
+    if not ev.concurrent:
+        return {x.index: x for x in side.exchanges}, side.in_flight
+    step = ev.concurrent.get(side.name)
+    if step is None:
+        return {}, {}
+    whole = [x for x in step.exchanges if x.completion.ok and incomplete(x.completion) is None]
+    return {x.index: x for x in whole}, in_flight_counts(step.exchanges)
+
+
 def _agreement(ev: PerformanceEvidence, side: SideLoad) -> _Agreement:
-    loaded = {x.index: x for x in side.exchanges}
+    loaded, in_flight = _loaded(ev, side)
     compared, differ = 0, []
     for alone in ev.alone[side.name]:
         x = loaded.get(alone.index)
@@ -72,8 +94,17 @@ def _agreement(ev: PerformanceEvidence, side: SideLoad) -> _Agreement:
             continue
         compared += 1
         if x.completion.text != alone.completion.text:
-            differ.append((alone, x, side.in_flight.get(x.index, 1)))
+            differ.append((alone, x, in_flight.get(x.index, 1)))
     return _Agreement(compared, differ)
+
+
+def _concurrency(ev: PerformanceEvidence) -> str:
+    if ev.concurrent and ev.pilots:
+        return (
+            f"concurrency {ev.pilots[0].concurrency} (whole answers only: the blocks ran at "
+            f"{ev.settings.concurrency}, the highest the baseline served whole)"
+        )
+    return f"concurrency {ev.settings.concurrency}"
 
 
 def agreement_under_load(
@@ -85,7 +116,8 @@ def agreement_under_load(
     if not ab.compared or not ac.compared:
         why = (
             f"prompts answered both alone and under load: baseline {ab.compared}, candidate "
-            f"{ac.compared} (isolated_prompts {ev.settings.isolated_prompts})"
+            f"{ac.compared} (isolated_prompts {ev.settings.isolated_prompts}, "
+            f"{_concurrency(ev)})"
         )
         return not_measured("agreement_under_load", title, why, row=row), []
     floor = len(ab.differ) / ab.compared
@@ -101,7 +133,7 @@ def agreement_under_load(
         reason = (
             f"{len(ac.differ)}/{ac.compared} answers differ under load (baseline "
             f"{len(ab.differ)}/{ab.compared}), from {broke} requests in flight at "
-            f"concurrency {ev.settings.concurrency}"
+            f"{_concurrency(ev)}"
         )
         findings.append(
             Finding(

@@ -423,3 +423,62 @@ def test_an_answer_is_incomplete_when_cut_short_or_empty(
     answer: Completion, why: str | None
 ) -> None:
     assert incomplete(answer) == why
+
+
+CUT = Completion(status=200, error=RequestError(ErrorCategory.TRUNCATED, "no finish_reason"))
+
+
+def _interrupted(step: StepEvidence, whole: int) -> StepEvidence:
+    """`step` as a server that cuts the stream in flight for each newer request returns it: only
+    the last `whole` answers come back whole."""
+    n = len(step.exchanges)
+    cut = [
+        x if i >= n - whole else replace(x, completion=CUT) for i, x in enumerate(step.exchanges)
+    ]
+    return replace(step, exchanges=tuple(cut))
+
+
+def _lowered_evidence(candidate_text: str) -> PerformanceEvidence:
+    """Blocks at concurrency 1 (the baseline interrupts at 4); the first block's prompts sent
+    again at 4 on each side, 2 of 4 answers whole."""
+    pilots = (ServedPilot(4, 4, 3, "truncated: cut"), ServedPilot(1, 4, 0))
+    n = SETTINGS.isolated_prompts
+    concurrent = {
+        "baseline": _interrupted(_block(Side(1), 0, n), 2),
+        "candidate": _interrupted(_block(Side(2, loaded_text=candidate_text), 0, n), 2),
+    }
+    return replace(
+        _evidence(Side(1), Side(2)),
+        pilots=pilots,
+        settings=SETTINGS.model_copy(update={"concurrency": 1}),
+        concurrent=concurrent,
+    )
+
+
+def test_a_batch_only_corruption_is_caught_at_the_asked_concurrency_when_blocks_ran_at_one() -> (
+    None
+):
+    # Measured 2026-12-02 on two stock llama-cpp-python servers: the blocks ran at concurrency 1
+    # (the baseline interrupts at 4) and the batch-corrupt candidate passed every check there —
+    # a fault that only shows with more than one request in flight cannot show at 1.
+    result = evaluate(_lowered_evidence("emit a nopu ecnO"), Policy())
+    assert _check(result, "agreement_under_load") is Outcome.FAIL
+    (finding,) = [f for f in result.findings if f.category == "load_disagreement"]
+    assert "2/2 answers differ under load (baseline 0/2)" in finding.message
+    assert "concurrency 4 (whole answers only: the blocks ran at 1" in finding.message
+    assert result.status is Status.FAIL
+
+
+def test_whole_answers_at_the_asked_concurrency_that_agree_pass() -> None:
+    result = evaluate(_lowered_evidence(ANSWER), Policy())
+    agreement = next(c for c in result.checks if c.name == "agreement_under_load")
+    assert agreement.outcome is Outcome.PASS
+    assert (agreement.baseline, agreement.candidate) == ("0/2 differ", "0/2 differ")
+    assert result.status is Status.PASS
+
+
+def test_no_whole_answer_at_the_asked_concurrency_is_not_measured() -> None:
+    evidence = _lowered_evidence(ANSWER)
+    cut_all = {k: _interrupted(v, 0) for k, v in evidence.concurrent.items() if v is not None}
+    result = evaluate(replace(evidence, concurrent=cut_all), Policy())
+    assert _check(result, "agreement_under_load") is Outcome.NOT_MEASURED
