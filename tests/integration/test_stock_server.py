@@ -146,18 +146,31 @@ def test_a_regression_on_the_stock_server_fails_in_its_gate(
 
 @pytest.mark.stock
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize(
-    ("fault", "options"),
-    [("batch-corrupt", {}), ("slow", {"delay_ms": 200})],
-    ids=["batch-only-corruption", "200-ms-slower"],
-)
-def test_a_performance_regression_on_the_stock_server_fails_the_performance_gate(
-    stock_factory: Callable[..., RunningEngine],
-    tmp_path: Path,
-    fault: str,
-    options: dict[str, Any],
+def test_a_200_ms_slower_stock_candidate_fails_the_performance_gate(
+    stock_factory: Callable[..., RunningEngine], tmp_path: Path
 ) -> None:
-    with stock_factory("clean") as base, stock_factory("clean", fault, **options) as cand:
+    with stock_factory("clean") as base, stock_factory("clean", "slow", delay_ms=200) as cand:
         code, report = _gate(base, cand, tmp_path, "--gates", "performance")
     assert code == 1, report["verdict"]
     assert _gate_of(report, "performance")["status"] == "fail"
+
+
+@pytest.mark.stock
+@pytest.mark.timeout(3600)
+def test_a_batch_only_fault_cannot_show_on_a_server_that_serves_one_request_at_a_time(
+    stock_factory: Callable[..., RunningEngine], tmp_path: Path
+) -> None:
+    """Measured 2026-12-02: at concurrency 4 the stock server answered 1 of 48 requests whole on
+    each side — the last, generated alone — and cut every other one short with no content. The
+    batch-corrupt fault rewrites content only while more than one request is in flight, so its
+    answers here are the clean server's, byte for byte: servegate says agreement under load
+    cannot be measured on this server, never that it agreed. (The same fault fails the gate on
+    servers that batch: tests/integration/test_performance_engine.py on the reference engine,
+    which runs with --interrupt_requests false, and test_vllm_engine.py on vLLM.)"""
+    with stock_factory("clean") as base, stock_factory("clean", "batch-corrupt") as cand:
+        code, report = _gate(base, cand, tmp_path, "--gates", "performance")
+    performance = _gate_of(report, "performance")
+    agreement = next(c for c in performance["checks"] if c["name"] == "agreement_under_load")
+    assert agreement["outcome"] == "not-applicable", agreement
+    assert "serves no request while another is in flight" in agreement["reason"]
+    assert code in (0, 1), report["reason"]  # judged, never inconclusive for it

@@ -38,6 +38,7 @@ from servegate.gates.performance_plan import (
     first_index,
     pilot_of,
     warmup_count,
+    whole_answers,
     workload,
 )
 from servegate.load.arrival import closed_loop
@@ -176,12 +177,38 @@ async def collect(
     # The replica's part is the A/A floor of the timings; agreement under load has its own floor
     # (the baseline alone vs under load), so the replica answers nothing alone.
     first = first_index(settings, 0)
+    concurrent: dict[str, StepEvidence | None] = {}
+    if _lowered(pilots):
+        # The blocks' prompts again at the asked concurrency. A server that cuts the stream in
+        # flight for each newer request answers few of them whole (stock llama-cpp-python: 1 of
+        # 8, 6 of 48): as many as the blocks sent, so that some are whole while others wait.
+        asked = pilots[0].concurrency
+        count = settings.blocks * settings.requests_per_block
+        for name in SIDES:
+            concurrent[name] = None
+            if name not in stopped:
+                tagged = pair.recording(
+                    for_load(sides[name], asked), gate=NAME, probe=f"load:concurrent:c{asked}"
+                )
+                bounds = block_bounds(settings, count, dl)
+                concurrent[name] = await run_step(
+                    tagged, source, closed_loop(asked), bounds, first_index=first
+                )
+            step(f"{name} at concurrency {asked}")
+
+    def alone_indices(name: str) -> list[int]:
+        """The first block's prompts, and those answered whole at the asked concurrency."""
+        own = list(range(first, first + alone_n))
+        got = concurrent.get(name)
+        return own + sorted({x.index for x in whole_answers(got)} - set(own)) if got else own
+
+    total += sum(len(alone_indices(name)) - alone_n for name in SIDES)
 
     async def alone_on(name: str) -> list[AloneAnswer]:
         """Each prompt alone on one side (the sides at the same time when the pair allows it:
         they are different servers, and each request is isolated on its own)."""
         out = []
-        for index in range(first, first + alone_n):
+        for index in alone_indices(name):
             item = source(index)
             if name not in stopped:
                 answer = await pair.send(
@@ -199,20 +226,6 @@ async def collect(
             strict=True,
         )
     )
-    concurrent: dict[str, StepEvidence | None] = {}
-    if _lowered(pilots):
-        asked = pilots[0].concurrency
-        for name in SIDES:
-            concurrent[name] = None
-            if name not in stopped:
-                tagged = pair.recording(
-                    for_load(sides[name], asked), gate=NAME, probe=f"load:concurrent:c{asked}"
-                )
-                bounds = block_bounds(settings, alone_n, dl)
-                concurrent[name] = await run_step(
-                    tagged, source, closed_loop(asked), bounds, first_index=first
-                )
-            step(f"{name} at concurrency {asked}")
     capacity: tuple[CapacityStep, ...] = ()
     if settings.slo is not None:
         capacity = await _sweep(pair, cfg, settings.slo, source, stopped, step)

@@ -160,6 +160,11 @@ def incomplete(answer: Completion) -> str | None:
     return None
 
 
+def whole_answers(step: StepEvidence) -> list[Exchange]:
+    """The answers of `step` that came back whole: no error, not cut short, not empty."""
+    return [x for x in step.exchanges if x.completion.ok and incomplete(x.completion) is None]
+
+
 def pilot_of(concurrency: int, step: StepEvidence) -> ServedPilot:
     whys = [w for x in step.exchanges if (w := incomplete(x.completion)) is not None]
     return ServedPilot(concurrency, len(step.exchanges), len(whys), whys[0] if whys else "")

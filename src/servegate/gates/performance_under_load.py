@@ -6,8 +6,8 @@ A server may legitimately vary with batch composition, so the baseline's own dis
 exceeds `noise_k × floor + tolerance.load_mismatch_rate`. A candidate correct alone and wrong when
 batching fails with the number of requests in flight at which it broke and an example pair.
 Where the blocks ran below the asked concurrency (a baseline that interrupts in-flight requests),
-the whole answers of the first block's prompts sent again at the asked concurrency are compared:
-at concurrency 1 a batch-only fault cannot show.
+the blocks' prompts are sent again at the asked concurrency and their whole answers compared with
+the same prompts alone: at concurrency 1 a batch-only fault cannot show.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from servegate.gates.performance_plan import (
     PerformanceEvidence,
     SideLoad,
     in_flight_counts,
-    incomplete,
+    whole_answers,
 )
 from servegate.load.correctness import check_responses
-from servegate.load.driver import Exchange
+from servegate.load.driver import Exchange, StepEvidence
 from servegate.stats.divergence import noise_limit
-from servegate.verdict.judgement import check, not_measured
+from servegate.verdict.judgement import check, not_applicable, not_measured
 from servegate.verdict.model import Check, Finding, Severity
 
 __all__ = ["agreement_under_load", "load_checks"]
@@ -81,8 +81,21 @@ def _loaded(ev: PerformanceEvidence, side: SideLoad) -> tuple[dict[int, Exchange
     step = ev.concurrent.get(side.name)
     if step is None:
         return {}, {}
-    whole = [x for x in step.exchanges if x.completion.ok and incomplete(x.completion) is None]
-    return {x.index: x for x in whole}, in_flight_counts(step.exchanges)
+    return {x.index: x for x in served_together(step)}, in_flight_counts(step.exchanges)
+
+
+def served_together(step: StepEvidence) -> list[Exchange]:
+    """The whole answers of `step` generated while another of its requests was in flight (from
+    the answer's first token to its end). A server that cuts every request in flight for a newer
+    one answers whole only the request it serves alone: batching never touched that answer."""
+    out = []
+    for x in whole_answers(step):
+        timing = x.completion.timing
+        begin = timing.token_chunk_ns[0] if timing and timing.token_chunk_ns else x.started_ns
+        others = (o for o in step.exchanges if o is not x)
+        if any(o.started_ns < x.finished_ns and o.finished_ns > begin for o in others):
+            out.append(x)
+    return out
 
 
 def _agreement(ev: PerformanceEvidence, side: SideLoad) -> _Agreement:
@@ -113,6 +126,15 @@ def agreement_under_load(
     title = "temperature-0 answers under load that differ from the same prompt alone"
     row = "agreement under load"
     ab, ac = _agreement(ev, b), _agreement(ev, c)
+    step = ev.concurrent.get("baseline")
+    if ev.concurrent and step is not None and not served_together(step):
+        why = (
+            f"the baseline serves no request while another is in flight: at "
+            f"{_concurrency(ev)} it answered {len(whole_answers(step))} of {len(step.exchanges)} "
+            "whole, each alone, and cut the others short with no content; batching cannot "
+            "change an answer it never serves"
+        )
+        return not_applicable("agreement_under_load", title, why, row=row), []
     if not ab.compared or not ac.compared:
         why = (
             f"prompts answered both alone and under load: baseline {ab.compared}, candidate "

@@ -35,7 +35,9 @@ ROWS: dict[str, str] = {
     "answers checked under load": "answers that fail a load check: "
     + "; ".join(f"{k}: {CHECK_DEFINITIONS[k]}" for k in ("degenerate", "empty", "error_body")),
     "agreement under load": "share of temperature-0 prompts whose answer under concurrent load "
-    "differs from the same prompt answered alone; the baseline's share is the noise floor",
+    "differs from the same prompt answered alone; the baseline's share is the noise floor (where "
+    "the blocks ran below the asked concurrency: the answers given whole at the asked one while "
+    "another request was in flight)",
 }
 
 

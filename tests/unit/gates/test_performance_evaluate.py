@@ -477,8 +477,36 @@ def test_whole_answers_at_the_asked_concurrency_that_agree_pass() -> None:
     assert result.status is Status.PASS
 
 
-def test_no_whole_answer_at_the_asked_concurrency_is_not_measured() -> None:
+def test_a_candidate_without_a_whole_answer_at_the_asked_concurrency_is_not_measured() -> None:
     evidence = _lowered_evidence(ANSWER)
-    cut_all = {k: _interrupted(v, 0) for k, v in evidence.concurrent.items() if v is not None}
-    result = evaluate(replace(evidence, concurrent=cut_all), Policy())
+    candidate = evidence.concurrent["candidate"]
+    assert candidate is not None
+    cut = {**evidence.concurrent, "candidate": _interrupted(candidate, 0)}
+    result = evaluate(replace(evidence, concurrent=cut), Policy())
     assert _check(result, "agreement_under_load") is Outcome.NOT_MEASURED
+
+
+def _served_last_alone(step: StepEvidence) -> StepEvidence:
+    """As stock llama-cpp-python serves concurrency 4 (measured 2026-12-02, 48 requests a side):
+    every request cut short with no content but the last, which is generated after the others
+    have ended."""
+    *cut, last = step.exchanges
+    end = max(x.finished_ns for x in cut)
+    timing = Timing(sent_ns=end + 1, token_chunk_ns=(end + 10, end + 20), done_ns=end + 30)
+    answer = replace(last.completion, timing=timing)
+    whole = replace(last, completion=answer, started_ns=end - 5, finished_ns=end + 30)
+    return replace(step, exchanges=(*(replace(x, completion=CUT) for x in cut), whole))
+
+
+def test_a_baseline_that_never_serves_two_requests_at_once_makes_agreement_not_applicable() -> None:
+    # Measured on two stock servers: 1 of 48 answers whole at concurrency 4 on each side, the
+    # last, alone; the cut ones carry no content. A batch-only corruption cannot show there, and
+    # comparing that one answer with itself alone is no measurement of agreement under load.
+    evidence = _lowered_evidence("emit a nopu ecnO")
+    served = {k: _served_last_alone(v) for k, v in evidence.concurrent.items() if v is not None}
+    result = evaluate(replace(evidence, concurrent=served), Policy())
+    agreement = next(c for c in result.checks if c.name == "agreement_under_load")
+    assert agreement.outcome is Outcome.NOT_APPLICABLE
+    assert "serves no request while another is in flight" in agreement.reason
+    assert "answered 1 of 4 whole, each alone" in agreement.reason
+    assert result.status is Status.PASS
