@@ -281,6 +281,18 @@ class Policy(_Frozen):
         "itself raises the limit. vLLM's own CI accepts any token inside the other's top-k.",
         gt=0.0,
     )
+    load_early_divergence_words: int = _key(
+        2,
+        "words",
+        "An answer under load that parts from the same prompt answered alone within its first "
+        "this many words diverged early. A server that is not batch-invariant flips near-ties "
+        "under load: on vLLM 0.32 (CPU, 2026-12-02) 4 of 8 greedy answers under concurrency 4 "
+        "differed from the same prompt alone, so 'differs at all' cannot tell a batch-only "
+        "corruption (batch-corrupt mirrors every word, 8 of 8 from the first word) from the "
+        "baseline's own batching; where they part can. Judged paired by prompt (McNemar) against "
+        "the baseline's own early divergences.",
+        ge=1,
+    )
     near_tie_margin_max_nats: float = _key(
         2.0,
         "nats",

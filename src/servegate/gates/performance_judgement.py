@@ -36,7 +36,11 @@ from servegate.gates.performance_plan import (
     all_timed_out,
     side_load,
 )
-from servegate.gates.performance_under_load import agreement_under_load, load_checks
+from servegate.gates.performance_under_load import (
+    agreement_under_load,
+    early_divergence,
+    load_checks,
+)
 from servegate.load.metrics import measure
 from servegate.load.server_metrics import ServerEvidence, ServerMetrics, summarise_server
 from servegate.stats.bootstrap import RatioInterval, quantile_ratio_interval
@@ -430,6 +434,7 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     checks += [_errors(b, c, policy), load_checks(ev, b, c, policy)]
     agreement, findings = agreement_under_load(ev, b, c, policy)
     checks.append(agreement)
+    checks.append(early_divergence(ev, b, c, policy))
     findings += [
         Finding(
             probe=ch.row or ch.name,

@@ -12,7 +12,7 @@ the same prompts alone: at concurrency 1 a batch-only fault cannot show.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from servegate.config.models import Policy
 from servegate.gates.evidence import curl, describe
@@ -25,11 +25,12 @@ from servegate.gates.performance_plan import (
 )
 from servegate.load.correctness import check_responses
 from servegate.load.driver import Exchange, StepEvidence
-from servegate.stats.divergence import noise_limit
+from servegate.stats.divergence import first_divergence, noise_limit
+from servegate.stats.paired import PairedCounts, mcnemar_exact
 from servegate.verdict.judgement import check, not_applicable, not_measured
 from servegate.verdict.model import Check, Finding, Severity
 
-__all__ = ["agreement_under_load", "load_checks"]
+__all__ = ["agreement_under_load", "early_divergence", "load_checks"]
 
 
 def _problem(x: Exchange) -> str | None:
@@ -70,6 +71,9 @@ class _Agreement:
     differ: list[
         tuple[AloneAnswer, Exchange, int]
     ]  # (alone answer, under load, requests in flight)
+    # prompt index -> the word at which the answer under load parts from the one alone (None:
+    # equal), for every prompt compared
+    parts_at: dict[int, int | None] = field(default_factory=dict)
 
 
 def _loaded(ev: PerformanceEvidence, side: SideLoad) -> tuple[dict[int, Exchange], dict[int, int]]:
@@ -100,15 +104,79 @@ def served_together(step: StepEvidence) -> list[Exchange]:
 
 def _agreement(ev: PerformanceEvidence, side: SideLoad) -> _Agreement:
     loaded, in_flight = _loaded(ev, side)
-    compared, differ = 0, []
+    compared, differ, parts_at = 0, [], {}
     for alone in ev.alone[side.name]:
         x = loaded.get(alone.index)
         if x is None or not (x.completion.ok and alone.completion.ok):
             continue
         compared += 1
+        parts_at[alone.index] = first_divergence(
+            alone.completion.text.split(), x.completion.text.split()
+        )
         if x.completion.text != alone.completion.text:
             differ.append((alone, x, in_flight.get(x.index, 1)))
-    return _Agreement(compared, differ)
+    return _Agreement(compared, differ, parts_at)
+
+
+def early_divergence(ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: Policy) -> Check:
+    """Answers under load that part from the same prompt alone within their first
+    `load_early_divergence_words` words, paired by prompt: a server that is not batch-invariant
+    parts late (near-tie flips), a batch-only corruption at once."""
+    title = "temperature-0 answers under load that part from the same prompt alone at once"
+    words = policy.load_early_divergence_words
+    if why := _never_together(ev):
+        return not_applicable("early_divergence", title, why)
+    ab, ac = _agreement(ev, b), _agreement(ev, c)
+    both = sorted(set(ab.parts_at) & set(ac.parts_at))
+    if not both:
+        why = "no prompt answered both alone and under load on both sides"
+        return not_measured("early_divergence", title, why)
+
+    def early(at: int | None) -> bool:
+        return at is not None and at < words
+
+    base = [early(ab.parts_at[i]) for i in both]
+    cand = [early(ac.parts_at[i]) for i in both]
+    counts = PairedCounts.from_outcomes([not e for e in base], [not e for e in cand])
+    floor = sum(base) / len(both)
+    limit = noise_limit(floor, policy.noise_k, policy.tolerance_for(ev.model).load_mismatch_rate)
+    share = sum(cand) / len(both)
+    p = mcnemar_exact(counts).p_candidate_worse
+    failed = share > limit and p < policy.significance_alpha
+
+    def where(parts: dict[int, int | None]) -> str:
+        at = sorted(v for i in both if (v := parts[i]) is not None)
+        return f"parts at word {', '.join(map(str, at))}" if at else "none parts"
+
+    return check(
+        "early_divergence",
+        title,
+        failed=failed,
+        baseline=f"{sum(base)}/{len(both)} within {words} words ({where(ab.parts_at)})",
+        candidate=f"{sum(cand)}/{len(both)} within {words} words ({where(ac.parts_at)}; "
+        f"McNemar p={p:.3g})",
+        limit=f"fails when > {limit:.2f} = {policy.noise_k:g} × floor {floor:.2f} + "
+        f"{policy.tolerance_for(ev.model).load_mismatch_rate:g} and p < "
+        f"{policy.significance_alpha:g}",
+        policy_key="load_early_divergence_words, tolerance.load_mismatch_rate",
+        reason=f"{sum(cand)} of {len(both)} answers under load part from the same prompt alone "
+        f"within {words} words (baseline {sum(base)}), at {_concurrency(ev)}"
+        if failed
+        else "",
+    )
+
+
+def _never_together(ev: PerformanceEvidence) -> str:
+    """Why agreement under load cannot be measured at all ("" when it can): the baseline, sent
+    the asked concurrency again, served no request while another was in flight."""
+    step = ev.concurrent.get("baseline")
+    if not ev.concurrent or step is None or served_together(step):
+        return ""
+    return (
+        f"the baseline serves no request while another is in flight: at {_concurrency(ev)} it "
+        f"answered {len(whole_answers(step))} of {len(step.exchanges)} whole, each alone, and "
+        "cut the others short with no content; batching cannot change an answer it never serves"
+    )
 
 
 def _concurrency(ev: PerformanceEvidence) -> str:
@@ -126,14 +194,7 @@ def agreement_under_load(
     title = "temperature-0 answers under load that differ from the same prompt alone"
     row = "agreement under load"
     ab, ac = _agreement(ev, b), _agreement(ev, c)
-    step = ev.concurrent.get("baseline")
-    if ev.concurrent and step is not None and not served_together(step):
-        why = (
-            f"the baseline serves no request while another is in flight: at "
-            f"{_concurrency(ev)} it answered {len(whole_answers(step))} of {len(step.exchanges)} "
-            "whole, each alone, and cut the others short with no content; batching cannot "
-            "change an answer it never serves"
-        )
+    if why := _never_together(ev):
         return not_applicable("agreement_under_load", title, why, row=row), []
     if not ab.compared or not ac.compared:
         why = (

@@ -134,7 +134,7 @@ def test_the_same_server_twice_passes_every_check() -> None:
     assert {c.name: c.outcome for c in result.checks} == {
         name: Outcome.PASS
         for name in ("ttft_ms", "tpot_ms", "e2el_ms", "output_tokens_per_s", "error_rate",
-                     "load_checks", "agreement_under_load")
+                     "load_checks", "agreement_under_load", "early_divergence")
     }  # fmt: skip
 
 
@@ -510,3 +510,66 @@ def test_a_baseline_that_never_serves_two_requests_at_once_makes_agreement_not_a
     assert "serves no request while another is in flight" in agreement.reason
     assert "answered 1 of 4 whole, each alone" in agreement.reason
     assert result.status is Status.PASS
+
+
+LATE = "Once upon a time there was a dragon who baked bread"  # ANSWER, then parts at word 4
+MIRRORED = "ecnO nopu a emit"
+
+
+def _loaded_texts(
+    evidence: PerformanceEvidence, side: str, texts: list[str]
+) -> PerformanceEvidence:
+    """`side`'s block-0 answers to the alone prompts replaced by `texts`, in order."""
+    first = first_index(SETTINGS, 0)
+    wanted = dict(zip(range(first, first + len(texts)), texts, strict=True))
+
+    def swap(block: Block) -> Block:
+        if block.side != side or block.step is None:
+            return block
+        xs = tuple(
+            replace(x, completion=replace(x.completion, content=wanted[x.index]))
+            if x.index in wanted
+            else x
+            for x in block.step.exchanges
+        )
+        return replace(block, step=replace(block.step, exchanges=xs))
+
+    return replace(evidence, blocks=tuple(swap(b) for b in evidence.blocks))
+
+
+def _alone(n: int) -> dict[str, tuple[AloneAnswer, ...]]:
+    """The first `n` prompts of block 0 answered alone on each side, as ANSWER."""
+    first = first_index(SETTINGS, 0)
+    return {
+        name: tuple(
+            AloneAnswer(i, SOURCE(i), _completion(0, 40.0, 120.0, ANSWER))
+            for i in range(first, first + n)
+        )
+        for name in ("baseline", "candidate")
+    }
+
+
+def test_a_batch_only_corruption_on_a_server_that_is_not_batch_invariant_parts_early() -> None:
+    # Measured 2026-12-02 on vLLM 0.32 (CPU) with batch-corrupt in front of the candidate: the
+    # baseline's own answers under load differed from alone on 4 of 8 prompts, so "8/8 differ"
+    # stayed inside 3 × 0.5 + 0.125 and agreement under load passed the corruption.
+    n = 8  # the default isolated_prompts; with 4 no paired test can reach p < 0.05
+    evidence = replace(_evidence(Side(1), Side(2)), alone=_alone(n))
+    evidence = _loaded_texts(evidence, "baseline", [LATE] * (n // 2) + [ANSWER] * (n - n // 2))
+    evidence = _loaded_texts(evidence, "candidate", [MIRRORED] * n)
+    result = evaluate(evidence, Policy())
+    assert _check(result, "agreement_under_load") is Outcome.PASS  # the floor hides it
+    early = next(c for c in result.checks if c.name == "early_divergence")
+    assert early.outcome is Outcome.FAIL, early
+    assert early.baseline.startswith(f"0/{n} within 2 words (parts at word 4, 4, 4, 4)")
+    assert early.candidate.startswith(f"{n}/{n} within 2 words (parts at word 0")
+    assert result.status is Status.FAIL
+
+
+def test_late_divergences_on_both_sides_are_the_servers_own_batching_and_pass() -> None:
+    n = 8
+    evidence = replace(_evidence(Side(1), Side(2)), alone=_alone(n))
+    evidence = _loaded_texts(evidence, "baseline", [LATE] * n)
+    evidence = _loaded_texts(evidence, "candidate", [LATE] * n)
+    result = evaluate(evidence, Policy())
+    assert _check(result, "early_divergence") is Outcome.PASS
