@@ -45,6 +45,12 @@ def _bound(top: dict[str, float], k: int) -> float:
     return values[min(k, len(values)) - 1]
 
 
+def _names_one_token(text: str) -> bool:
+    """A token string that can identify its token in a top dict keyed by strings: not empty and
+    not holding U+FFFD (what a partial UTF-8 byte sequence decodes to)."""
+    return bool(text) and "\ufffd" not in text
+
+
 def realign(
     entries: Sequence[TokenLogprob | None], shift: int, k: int = TOP_K
 ) -> tuple[list[TokenLogprob | None], frozenset[int]]:
@@ -53,7 +59,8 @@ def realign(
     Shift 0 returns the entries as they are. Shift 1 gives position i the logprob of its own token
     in entry i−1's top-k. Where the token is not among them its logprob is at most the k-th
     largest of those values (`_bound`): that upper bound is returned, and i is in the set of
-    bounded positions (a lower bound on its NLL; never a score to average as if measured).
+    bounded positions (a lower bound on its NLL; never a score to average as if measured). A
+    token whose string names no single token (empty, U+FFFD) is only bounded too.
     """
     if shift == 0:
         return list(entries), frozenset()
@@ -66,6 +73,14 @@ def realign(
             out.append(None)
             continue
         top = dict(prev.top)
+        if not _names_one_token(cur.token):
+            # Many tokens share this string (partial UTF-8 bytes decode to "" or U+FFFD), so the
+            # value under it in a string-keyed top dict may be any of theirs — on stock
+            # llama-cpp-python, the echoed token's own misaligned value. Only a bound: no token
+            # can have more than the largest value shown.
+            out.append(TokenLogprob(cur.token, max(top.values()), prev.top))
+            bounded.add(i)
+            continue
         value = top.get(cur.token)
         if value is None:
             value = _bound(top, k)

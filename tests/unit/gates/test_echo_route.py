@@ -167,3 +167,17 @@ def test_the_shift_is_reported_by_position_bucket() -> None:
     )
     buckets = {label: (tokens, round(mean, 3)) for label, tokens, mean in result.by_position}
     assert buckets == {"0–255": (255, 0.0), "256–1023": (768, 0.0), "1024–4095": (477, 0.2)}
+
+
+def test_a_token_whose_string_names_no_single_token_is_only_a_bound() -> None:
+    # Measured 2026-12-02 on stock llama-cpp-python 0.3.36 (ja-encyclopedia, 195 positions): 156
+    # prompt tokens are partial UTF-8 bytes whose string is "", and the dict's "" key held the
+    # echoed token's own misaligned value (mean NLL 12.9 nats where the exact positions read 1.7):
+    # the perplexity of a logit-scale candidate read −0.33 nats/token *better* (truth: +0.07).
+    top = (("a", -0.5), ("", -13.1))
+    entries = (None, TokenLogprob("", -13.1, top), TokenLogprob("", -9.0, top),
+               TokenLogprob("\ufffd", -9.0, ()))  # fmt: skip
+    out, bounded = realign(entries, 1)
+    assert bounded == frozenset({2, 3})
+    assert out[2] is not None
+    assert out[2].logprob == -0.5  # at most the largest shown, never the "" key's value
