@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +124,43 @@ def slow_engine() -> Iterator[RunningEngine]:
 
 
 GateRun = tuple[subprocess.CompletedProcess[str], dict[str, Any]]
+
+
+def _answers(url: str) -> bool:
+    from servegate.engine import answers_completion
+
+    return answers_completion(url, timeout_s=5)
+
+
+@contextmanager
+def fault_in_front(
+    fault: Sequence[str],
+    upstream_url: str,
+    log: Path,
+    *,
+    ready: Callable[[str], bool] = _answers,
+    ready_s: float = 30.0,
+) -> Iterator[str]:
+    """`python -m servegate.engine.faults FAULT [OPTIONS]` (`fault`) in front of `upstream_url`
+    (…/v1), started as `servegate engine serve --fault` starts it and stopped by its own process
+    id; yields its …/v1 URL once `ready(url)` (default: a real 1-token completion)."""
+    from servegate.engine.process import free_port, log_tail, spawn, stop
+
+    port = free_port()
+    argv = [sys.executable, "-m", "servegate.engine.faults", *fault,
+            "--port", str(port), "--upstream", upstream_url.removesuffix("/v1")]  # fmt: skip
+    proxy = spawn(argv, log)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + ready_s
+        while not ready(url):
+            assert proxy.poll() is None, log_tail(log)
+            assert time.monotonic() < deadline, log_tail(log)
+            time.sleep(0.1)
+        yield url
+    finally:
+        stop(proxy, 5.0)
+    assert proxy.poll() is not None
 
 
 def run_servegate(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

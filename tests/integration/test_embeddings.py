@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests.integration.conftest import GateRun, require_engine, run_servegate
+from tests.integration.conftest import GateRun, fault_in_front, require_engine, run_servegate
 
 from servegate.config.models import EndpointConfig, GateConfig, Policy
 from servegate.endpoints.http import OpenAIEndpoint
@@ -53,26 +51,9 @@ def perturbed_url(
 ) -> Iterator[str]:
     """embed-perturb in front of the second clean engine, started as `servegate engine serve
     --fault` starts it, and stopped by its own process id."""
-    from servegate.engine import answers_completion
-    from servegate.engine.process import free_port, log_tail, spawn, stop
-
-    upstream = embedding_engines[1].base_url.removesuffix("/v1")
-    port = free_port()
     log = tmp_path_factory.mktemp("proxy") / "proxy.log"
-    argv = [sys.executable, "-m", "servegate.engine.faults", "embed-perturb",
-            "--port", str(port), "--upstream", upstream]  # fmt: skip
-    proxy = spawn(argv, log)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 30
-        while not answers_completion(url, timeout_s=5):
-            assert proxy.poll() is None, log_tail(log)
-            assert time.monotonic() < deadline, log_tail(log)
-            time.sleep(0.1)
+    with fault_in_front(["embed-perturb"], embedding_engines[1].base_url, log) as url:
         yield url
-    finally:
-        stop(proxy, 5.0)
-    assert proxy.poll() is not None
 
 
 def embeddings_gate(

@@ -14,14 +14,12 @@ regressions (3 stream_parity); clean against clean through the passthrough fault
 
 from __future__ import annotations
 
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests.integration.conftest import fault_in_front
 
 if TYPE_CHECKING:
     from servegate.engine import RunningEngine
@@ -37,28 +35,6 @@ class Url:
 
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
-
-
-@contextmanager
-def fault_in_front(fault: str, engine: RunningEngine, log: Path) -> Iterator[Url]:
-    """`python -m servegate.engine.faults FAULT` in front of `engine`, stopped by its own PID."""
-    from servegate.engine import answers_completion
-    from servegate.engine.process import free_port, log_tail, spawn, stop
-
-    port = free_port()
-    argv = [sys.executable, "-m", "servegate.engine.faults", fault,
-            "--port", str(port), "--upstream", engine.base_url.removesuffix("/v1")]  # fmt: skip
-    proxy = spawn(argv, log)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 30
-        while not answers_completion(url, timeout_s=5):
-            assert proxy.poll() is None, log_tail(log)
-            assert time.monotonic() < deadline, log_tail(log)
-            time.sleep(0.1)
-        yield Url(url)
-    finally:
-        stop(proxy, 5.0)
 
 
 def golden(gate_cli: GateCli, baseline: RunningEngine, candidate: Url, tmp_path: Path) -> Any:
@@ -77,7 +53,8 @@ def blocking(gate: dict[str, Any]) -> list[dict[str, Any]]:
 def test_streamed_replacement_characters_fail_golden_as_degeneration_and_stream_mismatch(
     gate_cli: GateCli, clean_engine: RunningEngine, tmp_path: Path
 ) -> None:
-    with fault_in_front("stream-utf8", clean_engine, tmp_path / "proxy.log") as candidate:
+    with fault_in_front(["stream-utf8"], clean_engine.base_url, tmp_path / "proxy.log") as url:
+        candidate = Url(url)
         proc, report = golden(gate_cli, clean_engine, candidate, tmp_path)
     assert proc.returncode == 1, report
     [gate] = [g for g in report["gates"] if g["name"] == "golden"]
@@ -101,7 +78,8 @@ def test_streamed_replacement_characters_fail_golden_as_degeneration_and_stream_
 def test_clean_through_the_fault_layer_passes_the_same_probes(
     gate_cli: GateCli, clean_engine: RunningEngine, tmp_path: Path
 ) -> None:
-    with fault_in_front("passthrough", clean_engine, tmp_path / "proxy.log") as candidate:
+    with fault_in_front(["passthrough"], clean_engine.base_url, tmp_path / "proxy.log") as url:
+        candidate = Url(url)
         proc, report = golden(gate_cli, clean_engine, candidate, tmp_path)
     assert proc.returncode == 0, report
     [gate] = [g for g in report["gates"] if g["name"] == "golden"]

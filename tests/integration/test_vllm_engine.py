@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.conftest import require_engine, run_servegate
+from tests.integration.conftest import fault_in_front, require_engine, run_servegate
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -125,16 +125,12 @@ def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--tools"]  # fmt: skip
     process = spawn(argv, log)
     url = f"http://127.0.0.1:{port}/v1"
-    began = time.monotonic()
+    deadline = time.monotonic() + 600
     try:
-        while True:
+        while not _lists_models(url):
             assert process.poll() is None, log_tail(log)
-            assert time.monotonic() - began < 600, log_tail(log)
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=5).close()
-                break
-            except OSError:
-                time.sleep(2)
+            assert time.monotonic() < deadline, log_tail(log)
+            time.sleep(2)
         yield url
     finally:
         stop_group(process, 20.0)
@@ -263,32 +259,22 @@ def test_mixed_dtype_weights_served_by_vllm_fail_numerics_and_golden(
     assert _checks(report, "golden")["degeneration"] == "fail"
 
 
+def _lists_models(url: str) -> bool:
+    try:
+        urllib.request.urlopen(f"{url}/models", timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
 @pytest.fixture
 def fault_url(request: pytest.FixtureRequest, vllm_url: str, tmp_path: Path) -> Iterator[str]:
-    """The fault layer (`python -m servegate.engine.faults`) in front of the module's vLLM;
-    `request.param` is the fault's argv (its name and options)."""
-    from servegate.engine.process import free_port, log_tail, spawn, stop_group
-
-    port = free_port()
-    log = tmp_path / "fault.log"
-    upstream = vllm_url.removesuffix("/v1")
-    argv = [sys.executable, "-m", "servegate.engine.faults", *request.param,
-            "--port", str(port), "--upstream", upstream]  # fmt: skip
-    process = spawn(argv, log)
-    url = f"http://127.0.0.1:{port}/v1"
-    began = time.monotonic()
-    try:
-        while True:
-            assert process.poll() is None, log_tail(log)
-            assert time.monotonic() - began < 60, log_tail(log)
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=5).close()
-                break
-            except OSError:
-                time.sleep(0.5)
+    """The fault layer in front of the module's vLLM; `request.param` is the fault's argv (its
+    name and options)."""
+    with fault_in_front(
+        request.param, vllm_url, tmp_path / "fault.log", ready=_lists_models, ready_s=60
+    ) as url:
         yield url
-    finally:
-        stop_group(process, 5.0)
 
 
 @pytest.mark.timeout(1600)
