@@ -131,6 +131,14 @@ def early_divergence(ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: 
     if not both:
         why = "no prompt answered both alone and under load on both sides"
         return not_measured("early_divergence", title, why)
+    if 0.5 ** len(both) >= policy.significance_alpha:
+        why = (
+            f"{len(both)} prompts answered both alone and under load on both sides: McNemar's "
+            f"exact test cannot reach p < {policy.significance_alpha:g} with fewer than "
+            f"{_pairs_needed(policy.significance_alpha)} (isolated_prompts "
+            f"{ev.settings.isolated_prompts}, {_concurrency(ev)})"
+        )
+        return not_measured("early_divergence", title, why)
 
     def early(at: int | None) -> bool:
         return at is not None and at < words
@@ -164,6 +172,15 @@ def early_divergence(ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: 
         if failed
         else "",
     )
+
+
+def _pairs_needed(alpha: float) -> int:
+    """The fewest paired prompts with which a one-sided exact McNemar test can reach p < alpha:
+    every pair discordant against the candidate gives p = 0.5 ** n."""
+    n = 1
+    while 0.5**n >= alpha:
+        n += 1
+    return n
 
 
 def _never_together(ev: PerformanceEvidence) -> str:

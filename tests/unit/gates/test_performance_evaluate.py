@@ -129,7 +129,8 @@ def _check(result: GateResult, name: str) -> Outcome:
 
 
 def test_the_same_server_twice_passes_every_check() -> None:
-    result = evaluate(_evidence(Side(1), Side(2)), Policy())
+    evidence = replace(_evidence(Side(1), Side(2)), alone=_alone(8))  # the default isolated_prompts
+    result = evaluate(evidence, Policy())
     assert result.status is Status.PASS, result.summary
     assert {c.name: c.outcome for c in result.checks} == {
         name: Outcome.PASS
@@ -285,7 +286,8 @@ def test_a_server_without_metrics_is_one_not_measured_row() -> None:
 
 
 def test_without_an_slo_capacity_is_an_evidence_row_that_leaves_strict_runs_judged() -> None:
-    result = evaluate(_evidence(Side(1), Side(2)), Policy(), strict=True)
+    evidence = replace(_evidence(Side(1), Side(2)), alone=_alone(8))  # every check measurable
+    result = evaluate(evidence, Policy(), strict=True)
     assert result.status is Status.PASS, result.summary
     assert all(c.row != CAPACITY_ROW for c in result.checks)
     [row] = performance_evidence([result])
@@ -573,3 +575,14 @@ def test_late_divergences_on_both_sides_are_the_servers_own_batching_and_pass() 
     evidence = _loaded_texts(evidence, "candidate", [LATE] * n)
     result = evaluate(evidence, Policy())
     assert _check(result, "early_divergence") is Outcome.PASS
+
+
+def test_too_few_prompts_alone_leave_early_divergence_not_measured_never_passed() -> None:
+    # With 4 paired prompts the smallest one-sided exact McNemar p is 0.5 ** 4 = 0.0625: even a
+    # candidate whose every answer under load parts at word 0 could not fail, so no pass either.
+    evidence = _loaded_texts(_evidence(Side(1), Side(2)), "candidate", [MIRRORED] * 4)
+    result = evaluate(evidence, Policy())
+    early = next(c for c in result.checks if c.name == "early_divergence")
+    assert early.outcome is Outcome.NOT_MEASURED
+    assert "cannot reach p < 0.05 with fewer than 5 (isolated_prompts 4" in early.reason
+    assert _check(result, "agreement_under_load") is Outcome.FAIL  # 4/4 differ, floor 0
