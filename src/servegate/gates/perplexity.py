@@ -223,20 +223,59 @@ async def score_texts(
     always. `deadline(chars)` is each request's deadline."""
     rates = [c.seconds_per_char for c in checks.values() if c.seconds_per_char is not None]
     rate = max(rates, default=0.0)
+    apart, began = "", time.perf_counter()
     if texts is None:
         text_id, text = long_text()
         if rate * len(text) <= budget_s:
             b, c = await _both(pair, checks, text, f"perplexity:{text_id}", deadline(len(text)))
-            if not (_too_long(b) or _too_long(c)):
+            rejected = _too_long(b) or _too_long(c)  # a context shorter than the text
+            if not rejected and not (apart := _tokenized_differently(b, c)):
                 return Scored((TextScore(text_id, b, c),))
         texts = reference_texts()
+    spent = time.perf_counter() - began  # on a joined text that could not be compared
+    scored = await _text_by_text(pair, deadline, checks, texts, budget_s, rate, spent)
+    return replace(scored, note="; ".join(n for n in (apart, scored.note) if n))
+
+
+def _tokens(result: Completion) -> list[str] | None:
+    """The prompt's tokens as a side echoed them (the first, never scored, left out)."""
+    if not result.ok or not result.prompt_logprobs:
+        return None
+    return [r.token for i, r in enumerate(result.prompt_logprobs) if r is not None and i > 0]
+
+
+def _tokenized_differently(b: Completion, c: Completion) -> str:
+    """Why the joined text cannot be compared token by token ("" when it can, or when a side
+    returned no tokens at all: that is reported as unscored): the two tokenizers split it
+    differently (a migration between engines), so the texts are scored one by one and those
+    that split alike are compared."""
+    tb, tc = _tokens(b), _tokens(c)
+    if tb is None or tc is None or tb == tc:
+        return ""
+    return (
+        f"the joined reference text tokenized differently ({len(tb) + 1} baseline, "
+        f"{len(tc) + 1} candidate tokens): scored text by text"
+    )
+
+
+async def _text_by_text(
+    pair: EndpointPair,
+    deadline: Deadline,
+    checks: Mapping[str, EchoCheck],
+    texts: Sequence[tuple[str, str]],
+    budget_s: float,
+    rate: float,
+    spent_s: float,
+) -> Scored:
+    """The texts one by one until the next would not fit what `spent_s` left of `budget_s`, the
+    first always; `rate` (s/character) until one is measured here."""
     out: list[TextScore] = []
     started, chars = time.perf_counter(), 0
     for i, (text_id, text) in enumerate(texts):
         spent = time.perf_counter() - started
         if chars:
             rate = spent / chars  # measured on the texts scored so far, both sides at once
-        if out and spent + rate * len(text) > budget_s:
+        if out and spent_s + spent + rate * len(text) > budget_s:
             skipped = tuple(t for t, _ in texts[i:])
             note = (
                 f"{len(out)} of {len(texts)} reference texts scored: the next would not fit the "

@@ -137,3 +137,66 @@ async def test_a_slow_scorer_scores_the_texts_one_by_one_within_the_budget() -> 
     assert "1 of 8 reference texts scored" in tight.note
     assert [t.text_id for t in ample.texts] == [LONG_TEXT_ID]  # 2,600 s fits an hour
     assert ample.skipped == ()
+
+
+def _scored_by_words(prompt: str, *, merge_first: bool) -> dict[str, Any]:
+    """A native `prompt_logprobs` answer, one token per word; `merge_first` joins the first two
+    words into one token, as another tokenizer would split the text."""
+    import re
+
+    words = re.findall(r"\s*\S+", prompt)
+    if merge_first:
+        words = [words[0] + words[1], *words[2:]]
+    entries = [None] + [
+        {str(i): {"logprob": -1.0 - (i % 3) / 10, "rank": 1, "decoded_token": w}}
+        for i, w in enumerate(words[1:], start=1)
+    ]
+    return {"choices": [{"index": 0, "text": "x", "finish_reason": "length",
+                         "prompt_logprobs": entries}]}  # fmt: skip
+
+
+async def test_a_joined_text_that_splits_differently_is_scored_text_by_text() -> None:
+    # Measured 2026-12-02 on the llama.cpp → vLLM migration: the joined reference text split
+    # differently on the two sides and the perplexity shift was "not measured" without trying
+    # the eight texts apart.
+    from servegate.gates.echo_route import choose
+    from servegate.gates.perplexity import (
+        LONG_TEXT_ID,
+        long_text,
+        perplexity_shift,
+        reference_texts,
+        score_texts,
+    )
+
+    joined = long_text()[1]
+
+    def answer(*, other_tokenizer: bool) -> Any:
+        async def reply(request: Request, conn: Conn) -> None:
+            prompt = request.json()["prompt"]
+            merge = other_tokenizer and prompt == joined
+            await reply_json(_scored_by_words(prompt, merge_first=merge))(request, conn)
+
+        return reply
+
+    native = EchoCheck(offered=True, errors_nats={0: 0.0}, native_nats=0.0)
+    async with ScriptedServer() as bs, ScriptedServer() as cs:
+        bs.route("/v1/completions", answer(other_tokenizer=False))
+        cs.route("/v1/completions", answer(other_tokenizer=True))
+        async with (
+            OpenAIEndpoint("baseline", bs.url) as b,
+            OpenAIEndpoint("candidate", cs.url) as c,
+        ):
+            pair = EndpointPair(b, c, model="m")
+            scored = await score_texts(
+                pair, lambda n: 5.0, {"baseline": native, "candidate": native}
+            )
+    ids = [t.text_id for t in scored.texts]
+    assert LONG_TEXT_ID not in ids
+    assert ids == [t for t, _ in reference_texts()]
+    assert "the joined reference text tokenized differently" in scored.note
+    assert "scored text by text" in scored.note
+    route = choose(native, 0.1)
+    shift = perplexity_shift(scored.texts, route, route)
+    assert shift.texts_compared == tuple(ids)
+    assert shift.texts_tokenized_differently == ()
+    assert shift.shift.n > 1000
