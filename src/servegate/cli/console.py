@@ -26,6 +26,15 @@ if TYPE_CHECKING:
 
 stdout = Console(highlight=False, soft_wrap=False)
 stderr = Console(stderr=True, highlight=False)
+LOG_WIDTH = 160  # not a terminal (a pipe, a CI log): no reason to wrap a table at 80 columns
+
+
+def for_tables(console: Console) -> Console:
+    """`console` as it is on a terminal; at least LOG_WIDTH columns wide on a pipe or a log,
+    where rich would otherwise cut a wide table's cells to fit 80."""
+    if console.is_terminal:
+        return console
+    return Console(file=console.file, width=max(console.width, LOG_WIDTH), highlight=False)
 
 
 def fail(message: str, exit_code: int) -> NoReturn:

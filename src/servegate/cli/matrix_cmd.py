@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.console import fail, for_tables, gate_progress, stdout
 from servegate.cli.gate_baseline import check_baseline_config
 from servegate.cli.report_files import checked
 from servegate.config.loader import ConfigError
@@ -93,7 +93,7 @@ def matrix(matrix_file: Path, db: str, json_path: Path | None, quiet: bool) -> N
     except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
         fail(str(exc), exc.exit_code)
     if not quiet:
-        stdout.print(_table(rows))
+        for_tables(stdout).print(_table(rows))
     if "json" in outputs:
         write_atomic(outputs["json"], _rows_json(rows) + "\n")
     raise SystemExit(matrix_exit_code(rows))
