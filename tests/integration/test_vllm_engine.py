@@ -170,6 +170,11 @@ def test_vllm_032_against_itself_passes_with_its_noise_floor_measured(
     startup = next(g for g in report["gates"] if g["name"] == "startup")
     caps = startup["details"]["capabilities"]["candidate"]
     assert caps["responses"]["supported"] is True
+    # /v1/responses compared side by side, and with Chat Completions on each server.
+    golden = next(g for g in report["gates"] if g["name"] == "golden")
+    responses = next(c for c in golden["checks"] if c["name"] == "responses")
+    assert responses["outcome"] == "pass", responses
+    assert responses["candidate"].startswith("served; parity on 3/3 prompts"), responses
     over = next(c for c in startup["checks"] if c["name"] == "over_capacity")
     # 93,184 KV tokens hold a whole 4,096-token context: no such request exists on this server.
     assert over["outcome"] == "not-applicable", over

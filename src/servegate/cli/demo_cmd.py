@@ -17,7 +17,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from servegate.cli.console import fail, gate_progress, stderr, stdout
+from servegate.cli.console import fail, for_tables, gate_progress, stderr, stdout
 from servegate.config.models import EndpointConfig, GateConfig
 from servegate.reports.json_report import write_json
 from servegate.reports.terminal import STATUS_STYLE, print_report
@@ -120,7 +120,7 @@ def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
                     )
                 write_json(report, out_dir / f"{variant}.json")
                 if not quiet:
-                    print_report(report, stdout, max_findings=4)
+                    print_report(report, for_tables(stdout), max_findings=4)
                 results.append((variant, change, report))
     except (EngineError, PreflightError, StoreError) as exc:
         fail(str(exc), exc.exit_code)

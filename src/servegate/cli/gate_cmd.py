@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from servegate.cli.bench_plan import positive_ints
-from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.console import fail, for_tables, gate_progress, stdout
 from servegate.cli.gate_baseline import check_baseline_config
 from servegate.cli.gate_resume import resumed_config
 from servegate.cli.report_files import checked, file_options, write
@@ -524,6 +524,6 @@ def gate(
         with contextlib.suppress(StoreError):
             latencies = request_latencies(store, report.run_id)
     if not quiet:
-        print_report(report, stdout, show_info=show_info)
+        print_report(report, for_tables(stdout), show_info=show_info)
     write(report, outputs, latencies, quiet=quiet)
     raise SystemExit(report.exit_code)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from servegate.cli.console import fail, stdout
+from servegate.cli.console import fail, for_tables, stdout
 from servegate.cli.report_files import checked, file_options, write
 from servegate.reports.terminal import print_report
 from servegate.store.reader import request_latencies, stored_report
@@ -44,6 +44,6 @@ def report(
     except StoreError as exc:
         fail(str(exc), exc.exit_code)
     if not outputs:
-        print_report(found, stdout, show_info=show_info)
+        print_report(found, for_tables(stdout), show_info=show_info)
         return
     write(found, outputs, latencies)
