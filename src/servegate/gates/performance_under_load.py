@@ -25,6 +25,7 @@ from servegate.gates.performance_plan import (
 )
 from servegate.load.correctness import check_responses
 from servegate.load.driver import Exchange, StepEvidence
+from servegate.stats.degeneration import degeneration_metrics, severe_kind
 from servegate.stats.divergence import first_divergence, noise_limit
 from servegate.stats.paired import PairedCounts, mcnemar_exact
 from servegate.verdict.judgement import check, not_applicable, not_measured
@@ -33,35 +34,82 @@ from servegate.verdict.model import Check, Finding, Severity
 __all__ = ["agreement_under_load", "early_divergence", "load_checks"]
 
 
-def _problem(x: Exchange) -> str | None:
+_FIELDS = ("degenerate", "empty", "error_body", "json_invalid", "tool_calls_invalid")
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """Why one answer under load fails a load check: its kind (the check, and for degenerate
+    text the degeneration kind: loop, symbol-run, abnormal) and the check's words."""
+
+    kind: str
+    text: str
+
+
+def _problem(x: Exchange) -> _Problem | None:
     counts = check_responses([(x.item, x.completion)])
-    return counts.examples[0].problem if counts.problems and counts.examples else None
+    if not counts.problems or not counts.examples:
+        return None
+    field_ = next(f for f in _FIELDS if getattr(counts, f))
+    if field_ == "degenerate":
+        found = severe_kind(degeneration_metrics(x.completion.text))
+        field_ = f"degenerate ({found[0]})" if found else field_
+    return _Problem(field_, counts.examples[0].problem)
 
 
 def load_checks(ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: Policy) -> Check:
+    """Answers under load that fail a load check, paired by request (both sides answer the same
+    prompts). A kind of failure the baseline never shows blocks on its own; a kind it shows
+    itself (a small model looping on some prompts, which ones moving with batching) is judged as
+    a paired rate: requests only the candidate fails against those only the baseline fails."""
     title = "answers under load failing the load checks where the baseline's passed"
     row, limit = "answers checked under load", policy.severe_degeneration_max
-    base = {x.index: x for x in b.exchanges if x.completion.ok and _problem(x) is None}
+    # A request that failed outright is the error rate's business, not paired here.
+    base = {x.index: found for x in b.exchanges if (found := _problem(x)) or x.completion.ok}
     cand = {x.index: _problem(x) for x in c.exchanges}
     paired = [i for i in cand if i in base]
     if not paired:
         why = "no request answered by both sides under load"
         return not_measured("load_checks", title, why, row=row)
-    regressed = [i for i in paired if cand[i] is not None]
-    bad_b = sum(_problem(x) is not None for x in b.exchanges)
-    bad_c = sum(p is not None for p in cand.values())
+    kinds = {p.kind for p in base.values() if p is not None}
+    regressed = [i for i in paired if base[i] is None and cand[i] is not None]
+    new_kind = [i for i in regressed if (seen := cand[i]) is not None and seen.kind not in kinds]
+    # The baseline's own kinds, paired: a new kind is judged on its own above, not here.
+    counts = PairedCounts.from_outcomes(
+        [base[i] is None for i in paired],
+        [cand[i] is None or i in new_kind for i in paired],
+    )
+    excess = counts.regressions - counts.improvements
+    p = mcnemar_exact(counts).p_candidate_worse
+    failed = len(new_kind) > limit or (excess > limit and p < policy.significance_alpha)
+    bad_b = sum(v is not None for v in base.values())
+    bad_c = sum(v is not None for v in cand.values())
+    reason = ""
+    if failed:
+        new = len(new_kind) > limit
+        shown = new_kind[0] if new else regressed[0]
+        why = (
+            f"{len(new_kind)} of a kind the baseline never shows"
+            if new
+            else f"{excess} more than the baseline (McNemar p={p:.3g})"
+        )
+        example = cand[shown]
+        reason = f"{len(regressed)} regressed, {why}; e.g. request {shown}: " + (
+            example.text if example else ""
+        )
     return check(
         "load_checks",
         title,
-        failed=len(regressed) > limit,
-        baseline=f"{bad_b}/{len(b.exchanges)} failing",
-        candidate=f"{len(regressed)} regressed ({bad_c}/{len(c.exchanges)} failing)",
-        limit=f"≤ {limit}",
-        policy_key="severe_degeneration_max",
+        failed=failed,
+        baseline=f"{bad_b}/{len(b.exchanges)} failing ({', '.join(sorted(kinds)) or 'none'}); "
+        f"{counts.improvements} only the baseline",
+        candidate=f"{len(regressed)} regressed ({bad_c}/{len(c.exchanges)} failing), "
+        f"{len(new_kind)} of a new kind; McNemar p={p:.3g}",
+        limit=f"≤ {limit} of a kind the baseline never shows; of its own kinds, fails when the "
+        f"excess over the baseline > {limit} and p < {policy.significance_alpha:g}",
+        policy_key="severe_degeneration_max, significance_alpha",
         row=row,
-        reason=f"{len(regressed)} regressed, e.g. request {regressed[0]}: {cand[regressed[0]]}"
-        if regressed
-        else "",
+        reason=reason,
     )
 
 

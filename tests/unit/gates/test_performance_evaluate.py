@@ -523,7 +523,13 @@ def _loaded_texts(
 ) -> PerformanceEvidence:
     """`side`'s block-0 answers to the alone prompts replaced by `texts`, in order."""
     first = first_index(SETTINGS, 0)
-    wanted = dict(zip(range(first, first + len(texts)), texts, strict=True))
+    return _answers(evidence, side, dict(zip(range(first, first + len(texts)), texts, strict=True)))
+
+
+def _answers(
+    evidence: PerformanceEvidence, side: str, wanted: dict[int, str]
+) -> PerformanceEvidence:
+    """`side`'s answers under load to the requests `wanted` names replaced by its texts."""
 
     def swap(block: Block) -> Block:
         if block.side != side or block.step is None:
@@ -586,3 +592,52 @@ def test_too_few_prompts_alone_leave_early_divergence_not_measured_never_passed(
     assert early.outcome is Outcome.NOT_MEASURED
     assert "cannot reach p < 0.05 with fewer than 5 (isolated_prompts 4" in early.reason
     assert _check(result, "agreement_under_load") is Outcome.FAIL  # 4/4 differ, floor 0
+
+
+LOOP = "the the the the the the the the the the the the"  # same token 12 times
+BROKEN = (
+    "Once upon a \ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd"
+)
+
+
+def _requests(evidence: PerformanceEvidence) -> list[int]:
+    return [x.index for b in evidence.blocks if b.side == "baseline" and b.step
+            for x in b.step.exchanges]  # fmt: skip
+
+
+def test_loops_of_the_baselines_own_kind_on_other_prompts_are_judged_paired_and_pass() -> None:
+    # Measured 2026-12-02 on vLLM 0.32 compiled vs --enforce-eager, 8 blocks of 24 requests a
+    # side: 6 of 192 answers looped on each side, 3 of them on other prompts (batching moves
+    # near-ties); "any regressed answer fails" failed a numerically harmless path.
+    every = _requests(_evidence(Side(1), Side(2)))
+    evidence = _answers(_evidence(Side(1), Side(2)), "baseline", dict.fromkeys(every[:6], LOOP))
+    evidence = _answers(evidence, "candidate", dict.fromkeys(every[3:9], LOOP))
+    result = evaluate(evidence, Policy())
+    check_ = next(c for c in result.checks if c.name == "load_checks")
+    assert check_.outcome is Outcome.PASS, check_
+    assert check_.candidate.startswith("3 regressed (6/48 failing), 0 of a new kind")
+    assert "(degenerate (loop)); 3 only the baseline" in check_.baseline
+
+
+def test_loops_on_many_more_prompts_than_the_baseline_fail_with_their_p_value() -> None:
+    every = _requests(_evidence(Side(1), Side(2)))
+    evidence = _answers(_evidence(Side(1), Side(2)), "baseline", dict.fromkeys(every[:2], LOOP))
+    evidence = _answers(evidence, "candidate", dict.fromkeys(every[:12], LOOP))
+    result = evaluate(evidence, Policy())
+    check_ = next(c for c in result.checks if c.name == "load_checks")
+    assert check_.outcome is Outcome.FAIL
+    assert "10 regressed, 10 more than the baseline (McNemar p=0.000977)" in check_.reason
+    assert result.status is Status.FAIL
+
+
+def test_a_kind_the_baseline_never_shows_fails_on_one_answer() -> None:
+    every = _requests(_evidence(Side(1), Side(2)))
+    evidence = _answers(_evidence(Side(1), Side(2)), "baseline", dict.fromkeys(every[:6], LOOP))
+    evidence = _answers(
+        evidence, "candidate", {**dict.fromkeys(every[:6], LOOP), every[20]: BROKEN}
+    )
+    result = evaluate(evidence, Policy())
+    check_ = next(c for c in result.checks if c.name == "load_checks")
+    assert check_.outcome is Outcome.FAIL
+    assert "1 regressed, 1 of a kind the baseline never shows" in check_.reason
+    assert "U+FFFD" in check_.reason
