@@ -160,3 +160,17 @@ def test_texts_a_side_did_not_score_are_named() -> None:
     failed = Completion(status=500, error=RequestError(ErrorCategory.SERVER, "boom"))
     result = perplexity_shift([TextScore("t", base, failed)], AS_IS, AS_IS)
     assert (result.texts_unscored, result.shift.n) == (("t",), 0)
+
+
+def test_partial_utf8_tokens_written_differently_by_two_engines_are_the_same_tokens() -> None:
+    # Measured 2026-12-02, llama.cpp → vLLM: llama-cpp-python echoes a token that holds part of
+    # a UTF-8 character as "" (or " " with a space), vLLM as U+FFFD; the same 2,959 tokens of the
+    # Chinese and Japanese texts were called "tokenized differently" and left out.
+    base = _echo(None, tok("", -1.0), tok(" ", -2.0), tok("京", -0.5))
+    cand = _echo(None, tok("\ufffd", -1.5), tok(" \ufffd", -2.0), tok("京", -0.5))
+    result = perplexity_shift([TextScore("zh", base, cand)], AS_IS, AS_IS)
+    assert result.texts_compared == ("zh",)
+    assert result.shift.mean == pytest.approx(0.5 / 3)
+    other = _echo(None, tok("\ufffd", -1.5), tok("北", -2.0), tok("京", -0.5))  # another split
+    result = perplexity_shift([TextScore("zh", base, other)], AS_IS, AS_IS)
+    assert result.texts_tokenized_differently == ("zh",)
