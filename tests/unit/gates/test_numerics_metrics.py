@@ -6,7 +6,13 @@ from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob
 from servegate.gates.echo_route import ScoringRoute
 from servegate.gates.noise import NoiseFloor, PathComparison
-from servegate.gates.perplexity import CrossScore, TextScore, perplexity_shift, tail_nll
+from servegate.gates.perplexity import (
+    CrossScore,
+    TextScore,
+    perplexity_shift,
+    same_tokens,
+    tail_nll,
+)
 from servegate.gates.tokens import compare, cosine, margin_nats, non_finite
 from servegate.stats.distribution import DistributionSummary
 
@@ -163,14 +169,19 @@ def test_texts_a_side_did_not_score_are_named() -> None:
 
 
 def test_partial_utf8_tokens_written_differently_by_two_engines_are_the_same_tokens() -> None:
-    # Measured 2026-12-02, llama.cpp → vLLM: llama-cpp-python echoes a token that holds part of
-    # a UTF-8 character as "" (or " " with a space), vLLM as U+FFFD; the same 2,959 tokens of the
-    # Chinese and Japanese texts were called "tokenized differently" and left out.
-    base = _echo(None, tok("", -1.0), tok(" ", -2.0), tok("京", -0.5))
-    cand = _echo(None, tok("\ufffd", -1.5), tok(" \ufffd", -2.0), tok("京", -0.5))
+    # Measured 2026-12-02, llama.cpp → vLLM, the Chinese reference text (426 tokens on each
+    # side): llama-cpp-python echoes "", "", "是", "", "", "", … where vLLM writes "", "", "是",
+    # "", "世", "", "", "界", … (the character on the token that completes it). The same 2,959
+    # tokens of the joined text were called "tokenized differently".
+    base = _echo(None, tok("", -1.0), tok("", -2.0), tok("是", -0.5), tok(" a", -0.1))
+    cand = _echo(None, tok("", -1.5), tok("世", -2.0), tok("是", -0.5), tok(" a", -0.1))
     result = perplexity_shift([TextScore("zh", base, cand)], AS_IS, AS_IS)
     assert result.texts_compared == ("zh",)
-    assert result.shift.mean == pytest.approx(0.5 / 3)
-    other = _echo(None, tok("\ufffd", -1.5), tok("北", -2.0), tok("京", -0.5))  # another split
+    assert result.shift.mean == pytest.approx(0.5 / 4)
+    assert same_tokens(["", " "], ["\ufffd", " \ufffd"])  # U+FFFD for the partial bytes
+    assert same_tokens(["", " "], ["", " 世"])
+    assert not same_tokens([" a", "b"], [" ab", ""])  # ASCII tokens must be equal
+    assert not same_tokens(["", "是"], ["是"])  # another number of tokens
+    other = _echo(None, tok("", -1.5), tok("世", -2.0), tok("是", -0.5), tok(" b", -0.1))
     result = perplexity_shift([TextScore("zh", base, other)], AS_IS, AS_IS)
     assert result.texts_tokenized_differently == ("zh",)
