@@ -387,7 +387,11 @@ def perplexity_shift(
         positions += [(i, y - x) for i, x, y in exact]
         compared.append(s.text_id)
         tops = (_tops(s.baseline, baseline), _tops(s.candidate, candidate))
-        flips += [_top1(x) != _top1(y) for x, y in zip(*tops, strict=True) if x and y]
+        # Engines write a partial-UTF-8 token differently ("" on one, the completed character on
+        # the other): two such top-1 strings are not counted as a flip (`_same_token`).
+        flips += [
+            not _same_token(_top1(x), _top1(y)) for x, y in zip(*tops, strict=True) if x and y
+        ]
     diffs = [abs(d) for g in groups for d in g]
     return ShiftResult(
         PairedShift.from_groups([g for g in groups if g]),
