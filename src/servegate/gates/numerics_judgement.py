@@ -21,6 +21,7 @@ from servegate.gates.numerics_plan import (
     NumericsEvidence,
     Observation,
 )
+from servegate.gates.numerics_prompt import prompt_check
 from servegate.gates.pair import timed_out
 from servegate.gates.perplexity import ECHO_TOP_K, perplexity_shift
 from servegate.gates.tokens import TokenComparison, compare, non_finite, token_pair
@@ -431,6 +432,8 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     ppl, ppl_info = _perplexity_check(ev, policy, routes)
     cross, cross_findings, cross_metrics = _cross_check(ev, policy, routes)
     findings += cross_findings
+    prompt, prompt_findings = prompt_check(ev)
+    findings += prompt_findings
     # Zero requests sent to the candidate is not zero failures: each of these is not measured
     # then (a vacuous pass is no pass).
     sent = [o for o in ev.observations if not _not_sent(o.candidate)]
@@ -449,6 +452,7 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     with_logprobs = [o for o in sent if o.candidate.logprobs or non_finite(o.candidate)]
     errors = [f for f in probes.findings if f.category == "request_error"]
     checks += [
+        prompt,
         ppl,
         cross,
         check(

@@ -5,7 +5,7 @@ import pytest
 
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.endpoints.types import Completion, TokenLogprob, Usage
 from servegate.gates.echo_route import EchoCheck
 from servegate.gates.noise import NoiseFloor, PathComparison, ProbeRequest
 from servegate.gates.numerics import NumericsEvidence, Observation, evaluate
@@ -438,3 +438,32 @@ def test_no_probe_sent_to_the_candidate_measures_no_hangs_errors_or_nan() -> Non
     for name in ("hangs", "request_errors", "non_finite"):
         assert outcome(result, name) == "not-measured", name
     assert result.status is Status.INCONCLUSIVE
+
+
+def _with_prompt(c: Completion, tokens: int) -> Completion:
+    usage = Usage(prompt_tokens=tokens, completion_tokens=2, total_tokens=tokens + 2)
+    return Completion(status=200, content=c.content, logprobs=c.logprobs, usage=usage)
+
+
+def test_the_same_messages_rendered_to_another_prompt_fail_with_the_counts() -> None:
+    # Measured 2026-12-02, llama.cpp → vLLM: "What is the capital of France?" was 16 prompt
+    # tokens on llama-cpp-python and 37 on vLLM (SmolLM2's HF template adds a default system
+    # prompt); 3 of 12 chat answers parted at token 0 while the perplexity shift was −0.0004.
+    same = answer(OK_TOKENS)
+    result = judge(
+        observe(_with_prompt(same, 16), _with_prompt(same, 37), probe="capital"),
+        observe(_with_prompt(same, 20), _with_prompt(same, 41), probe="json"),
+    )
+    assert outcome(result, "chat_prompt") == "fail"
+    [finding] = [f for f in result.findings if f.category == "chat_prompt"]
+    assert "on 2 of 2 probes (+21 tokens; e.g. capital: 16 → 37 prompt tokens)" in finding.message
+    assert finding.curl is not None
+    assert result.status is Status.FAIL
+
+
+def test_equal_prompt_counts_pass_and_missing_usage_is_not_measured() -> None:
+    same = answer(OK_TOKENS)
+    result = judge(observe(_with_prompt(same, 16), _with_prompt(same, 16)))
+    assert outcome(result, "chat_prompt") == "pass"
+    assert result.status is Status.PASS
+    assert outcome(judge(observe(same, same)), "chat_prompt") == "not-measured"
