@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -22,4 +23,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    # Ctrl-C as a terminal delivers it: a test run started in the background by a shell without
+    # job control inherits SIGINT ignored, and this holder then never saw the test's SIGINT
+    # (measured 2026-12-02: a clean-clone CI run started with `cmd &` failed here).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     asyncio.run(main())
