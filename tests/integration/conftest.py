@@ -132,6 +132,25 @@ def _answers(url: str) -> bool:
     return answers_completion(url, timeout_s=5)
 
 
+def wait_ready(
+    process: subprocess.Popen[bytes],
+    log: Path,
+    ready: Callable[[], bool],
+    *,
+    timeout_s: float,
+    poll_s: float,
+) -> None:
+    """Poll `ready()` until it holds; fail with the log's tail if the process exits or
+    `timeout_s` passes first."""
+    from servegate.engine.process import log_tail
+
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert process.poll() is None, log_tail(log)
+        assert time.monotonic() < deadline, log_tail(log)
+        time.sleep(poll_s)
+
+
 @contextmanager
 def fault_in_front(
     fault: Sequence[str],
@@ -144,7 +163,7 @@ def fault_in_front(
     """`python -m servegate.engine.faults FAULT [OPTIONS]` (`fault`) in front of `upstream_url`
     (…/v1), started as `servegate engine serve --fault` starts it and stopped by its own process
     id; yields its …/v1 URL once `ready(url)` (default: a real 1-token completion)."""
-    from servegate.engine.process import free_port, log_tail, spawn, stop
+    from servegate.engine.process import free_port, spawn, stop
 
     port = free_port()
     argv = [sys.executable, "-m", "servegate.engine.faults", *fault,
@@ -152,11 +171,7 @@ def fault_in_front(
     proxy = spawn(argv, log)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + ready_s
-        while not ready(url):
-            assert proxy.poll() is None, log_tail(log)
-            assert time.monotonic() < deadline, log_tail(log)
-            time.sleep(0.1)
+        wait_ready(proxy, log, lambda: ready(url), timeout_s=ready_s, poll_s=0.1)
         yield url
     finally:
         stop(proxy, 5.0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.integration.conftest import fault_in_front, require_engine, run_servegate
+from tests.integration.conftest import fault_in_front, require_engine, run_servegate, wait_ready
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -115,7 +114,7 @@ def test_a_vllm_that_never_becomes_ready_fails_gate_1_with_its_reason_and_leaves
 def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One vLLM server for the module, started as a user would (servegate does not manage it),
     with tool calling on."""
-    from servegate.engine.process import free_port, log_tail, spawn, stop_group
+    from servegate.engine.process import free_port, spawn, stop_group
 
     port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
@@ -125,12 +124,8 @@ def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--tools"]  # fmt: skip
     process = spawn(argv, log)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 600
     try:
-        while not _lists_models(url):
-            assert process.poll() is None, log_tail(log)
-            assert time.monotonic() < deadline, log_tail(log)
-            time.sleep(2)
+        wait_ready(process, log, lambda: _lists_models(url), timeout_s=600, poll_s=2)
         yield url
     finally:
         stop_group(process, 20.0)

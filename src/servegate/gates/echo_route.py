@@ -45,10 +45,13 @@ def _bound(top: dict[str, float], k: int) -> float:
     return values[min(k, len(values)) - 1]
 
 
+FFFD = "\ufffd"  # what a decoder writes for bytes that are not whole UTF-8 characters
+
+
 def _names_one_token(text: str) -> bool:
     """A token string that can identify its token in a top dict keyed by strings: not empty and
     not holding U+FFFD (what a partial UTF-8 byte sequence decodes to)."""
-    return bool(text) and "\ufffd" not in text
+    return bool(text) and FFFD not in text
 
 
 def realign(

@@ -39,12 +39,13 @@ def prompt_check(ev: NumericsEvidence) -> tuple[Check, list[Finding]]:
     differ = [(p, b, c, o) for p, b, c, o in counts if b != c]
     low = min(b for _, b, _, _ in counts)
     high = max(b for _, b, _, _ in counts)
+    baseline = f"{len(counts)} chat probes, {low}–{high} prompt tokens"
     if not differ:
         return check(
             "chat_prompt",
             TITLE,
             failed=False,
-            baseline=f"{len(counts)} chat probes, {low}–{high} prompt tokens",
+            baseline=baseline,
             candidate="the same counts",
             limit="equal usage.prompt_tokens",
         ), []
@@ -73,7 +74,7 @@ def prompt_check(ev: NumericsEvidence) -> tuple[Check, list[Finding]]:
         "chat_prompt",
         TITLE,
         failed=True,
-        baseline=f"{len(counts)} chat probes, {low}–{high} prompt tokens",
+        baseline=baseline,
         candidate=f"{len(differ)} differ ({shift})",
         limit="equal usage.prompt_tokens",
         reason=reason,

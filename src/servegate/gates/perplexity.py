@@ -31,7 +31,7 @@ from typing import Any
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.echo_route import TOP_K, EchoCheck, ScoringRoute, measure, realign
+from servegate.gates.echo_route import FFFD, TOP_K, EchoCheck, ScoringRoute, measure, realign
 from servegate.gates.pair import EndpointPair
 from servegate.stats.shift import PairedShift
 
@@ -150,7 +150,6 @@ class TextScore:
 
 
 LONG_TEXT_ID = "reference-joined"
-FFFD = "\ufffd"  # what a decoder writes for bytes that are not whole UTF-8 characters
 
 
 def long_text() -> tuple[str, str]:
