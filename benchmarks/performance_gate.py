@@ -132,7 +132,7 @@ async def _mismatch(url: str, prompts: int, seed: int) -> tuple[int, int, list[i
     from servegate.endpoints.http import OpenAIEndpoint
     from servegate.gates import performance
     from servegate.gates.pair import EndpointPair
-    from servegate.gates.performance_plan import in_flight_counts
+    from servegate.gates.performance.plan import in_flight_counts
 
     settings = PerformanceConfig(
         blocks=1, requests_per_block=prompts, isolated_prompts=prompts, seed=seed

@@ -22,7 +22,8 @@ import pytest
 
 from servegate.config.models import EndpointConfig, GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
-from servegate.gates import noise, numerics
+from servegate.gates import numerics
+from servegate.gates.numerics import noise
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import GateResult, Status
 

@@ -28,9 +28,9 @@ import pytest
 from servegate.endpoints import ErrorCategory
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.engine import RunningEngine
-from servegate.gates.echo_route import choose
+from servegate.gates.numerics.echo_route import choose
+from servegate.gates.numerics.perplexity import alignment
 from servegate.gates.pair import EndpointPair
-from servegate.gates.perplexity import alignment
 
 pytestmark = pytest.mark.engine
 

@@ -21,8 +21,8 @@ from servegate.config.matrix import load_matrix
 from servegate.config.models import GateConfig
 from servegate.endpoints.scripted import ScriptedServer, reply_json
 from servegate.gates.pair import EndpointPair
-from servegate.matrix import matrix_exit_code, run_matrix
-from servegate.runner import GateProgress
+from servegate.orchestration.matrix import matrix_exit_code, run_matrix
+from servegate.orchestration.runner import GateProgress
 from servegate.store.writer import open_engine
 from servegate.verdict.model import GateResult, Status
 

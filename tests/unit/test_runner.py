@@ -21,7 +21,7 @@ from servegate.config.loader import ConfigError
 from servegate.config.models import EndpointConfig, GateConfig
 from servegate.endpoints.scripted import ScriptedServer, reply_json
 from servegate.gates.pair import EndpointPair
-from servegate.runner import GateProgress, GateRunner, PreflightError, run
+from servegate.orchestration.runner import GateProgress, GateRunner, PreflightError, run
 from servegate.store.reader import request_latencies
 from servegate.store.resume import ResumePoint, load_resume_point
 from servegate.store.writer import StoreError, open_engine
@@ -477,7 +477,7 @@ async def test_performance_against_a_stored_recording_is_not_applicable_and_a_go
     # Issue 20 item 9: the default gate list includes performance, which against a recording
     # was INCONCLUSIVE, so `gate --baseline-run NAME --candidate URL` exited 3 on a good
     # candidate. It is not applicable there: skipped with its reason, never a pass or a gap.
-    from servegate.runner import _performance_not_measured
+    from servegate.orchestration.runner import _performance_not_measured
     from servegate.verdict.rules import decide
 
     cfg = _gates_cfg(urls, ("startup", "performance"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servegate.config.models import EndpointConfig, GateConfig
-from servegate.runner import run_fingerprints
+from servegate.orchestration.runner import run_fingerprints
 from servegate.verdict.model import Fingerprint, LaunchRecord
 
 CFG = GateConfig(

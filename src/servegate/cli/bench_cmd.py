@@ -30,9 +30,9 @@ from servegate.load.workload import (
     replay_workload,
     synthetic_source,
 )
+from servegate.orchestration.runner import PreflightError, display_url, preflight
 from servegate.probes import default_suite
 from servegate.reports.json_report import write_atomic
-from servegate.runner import PreflightError, display_url, preflight
 
 EXIT_UNREACHABLE = 3
 

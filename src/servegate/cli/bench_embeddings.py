@@ -19,7 +19,7 @@ from servegate.load.embeddings import (
     EmbeddingsWorkload,
     bench_embeddings,
 )
-from servegate.runner import preflight
+from servegate.orchestration.runner import preflight
 
 
 async def run_embeddings(

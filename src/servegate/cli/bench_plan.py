@@ -18,7 +18,7 @@ from servegate.load.server_metrics import INTERVAL_S, METRICS_PATH
 from servegate.load.slo import SLO, SLOError, parse_slo
 from servegate.load.sweep import ATTAINMENT
 from servegate.load.workload import SyntheticWorkload
-from servegate.runner import normalise_url
+from servegate.orchestration.runner import normalise_url
 
 EXIT_USAGE = 2
 WORKLOADS = ("synthetic", "golden", "replay")

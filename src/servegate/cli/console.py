@@ -21,7 +21,7 @@ from rich.progress import (
 from servegate.reports.plain import plain
 
 if TYPE_CHECKING:
-    from servegate.runner import ProgressFn
+    from servegate.orchestration.runner import ProgressFn
 
 
 stdout = Console(highlight=False, soft_wrap=False)

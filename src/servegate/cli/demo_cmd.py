@@ -19,9 +19,9 @@ from rich.text import Text
 
 from servegate.cli.console import fail, for_tables, gate_progress, stderr, stdout
 from servegate.config.models import EndpointConfig, GateConfig
+from servegate.orchestration.runner import GATE_ORDER, PreflightError, run
 from servegate.reports.json_report import write_json
 from servegate.reports.terminal import STATUS_STYLE, print_report
-from servegate.runner import GATE_ORDER, PreflightError, run
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 from servegate.verdict.model import Report, Status
 

@@ -27,8 +27,8 @@ from servegate.config.loader import (
 from servegate.config.models import GateConfig, Policy
 from servegate.config.slo import SLOError, parse_slo
 from servegate.endpoints.errors import EndpointError
+from servegate.orchestration.runner import GATE_ORDER, PreflightError, run
 from servegate.reports.terminal import print_report
-from servegate.runner import GATE_ORDER, PreflightError, run
 from servegate.store.baselines import load_baseline
 from servegate.store.reader import request_latencies
 from servegate.store.resume import load_resume_point

@@ -15,10 +15,10 @@ from servegate.cli.report_files import checked
 from servegate.config.loader import ConfigError
 from servegate.config.matrix import MATRIX_FIELDS, load_matrix
 from servegate.endpoints.errors import EndpointError
-from servegate.matrix import MatrixRow, matrix_exit_code, run_matrix
+from servegate.orchestration.matrix import MatrixRow, matrix_exit_code, run_matrix
+from servegate.orchestration.runner import GATE_ORDER, PreflightError
 from servegate.reports.json_report import write_atomic
 from servegate.reports.plain import plain
-from servegate.runner import GATE_ORDER, PreflightError
 from servegate.store.baselines import load_baseline
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 

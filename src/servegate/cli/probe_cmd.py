@@ -13,8 +13,8 @@ from servegate.cli.console import fail, stdout
 from servegate.endpoints.errors import EndpointError
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.gates.capabilities import Capability, discover
+from servegate.orchestration.runner import PreflightError, display_url, normalise_url, preflight
 from servegate.reports.plain import plain
-from servegate.runner import PreflightError, display_url, normalise_url, preflight
 
 
 async def _probe(

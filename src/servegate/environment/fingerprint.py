@@ -8,7 +8,7 @@ from servegate.endpoints.http import http_stack
 from servegate.endpoints.protocol import Endpoint
 from servegate.environment.host import host_environment
 from servegate.environment.server import server_info
-from servegate.gates.startup_launch import LaunchEvidence
+from servegate.managed.launch_evidence import LaunchEvidence
 from servegate.verdict.model import Fingerprint, LaunchRecord
 
 

@@ -9,9 +9,9 @@ from typing import Any, Literal, TypeVar
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.recording import NullRecorder, Recorder, RecordingEndpoint
 from servegate.endpoints.types import Completion
-from servegate.gates.recording import NullRecorder, Recorder, RecordingEndpoint
-from servegate.gates.startup_launch import LaunchEvidence
+from servegate.managed.launch_evidence import LaunchEvidence
 
 Api = Literal["chat", "completions"]
 B = TypeVar("B")

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, LaunchConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.engine.process import free_port, log_tail, spawn, stop_group
-from servegate.gates.startup_launch import LaunchEvidence, LaunchOutcome
+from servegate.managed.launch_evidence import LaunchEvidence, LaunchOutcome
 from servegate.managed.logscan import LogPattern, scan_file
 from servegate.managed.memory import MemorySampler
 from servegate.managed.vllm_log import engine_facts_file, startup_note

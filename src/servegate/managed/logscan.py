@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servegate.config.loader import ConfigError, read_yaml, validate
-from servegate.gates.startup_launch import LogHit
+from servegate.managed.launch_evidence import LogHit
 from servegate.verdict.model import Severity
 
 LogClass = Literal[

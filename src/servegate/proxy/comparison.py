@@ -12,7 +12,7 @@ from typing import Any
 from servegate.endpoints.body import decode_json, embeddings_of
 from servegate.endpoints.errors import FaultError
 from servegate.endpoints.types import Completion
-from servegate.gates.golden_probe import degenerate
+from servegate.gates.golden.probe import degenerate
 from servegate.gates.tokens import compare, cosine, token_pair
 from servegate.proxy.content import is_greedy, request_metrics
 from servegate.proxy.exchange import EMBEDDINGS_PATH, Exchange, completion_of

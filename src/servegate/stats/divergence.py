@@ -1,7 +1,7 @@
 """Where two outputs part, and how much of a difference the baseline's own noise allows.
 
 The noise floor itself (the baseline against itself along its paths) is measured by the gates
-(gates/noise.py); this module holds the two pure rules they share.
+(gates/numerics/noise.py); this module holds the two pure rules they share.
 """
 
 from __future__ import annotations

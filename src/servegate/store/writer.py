@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 from servegate.config.redaction import redact_config
+from servegate.endpoints.recording import Result
 from servegate.endpoints.types import Completion, RawResponse
-from servegate.gates.recording import Result
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where, why
 from servegate.store.heartbeat import HEARTBEAT_S, Heartbeat, beat, now_text

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from servegate.runner import GATE_ORDER
+from servegate.orchestration.runner import GATE_ORDER
 
 ROOT = Path(__file__).resolve().parents[3]
 FAKE = str(ROOT / "tests" / "unit" / "managed" / "fake_engine.py")

@@ -11,7 +11,7 @@ from servegate.config.reference import policy_reference
 
 ROOT = Path(__file__).resolve().parents[3]
 JUDGES = [
-    p for d in ("gates", "verdict", "canary") for p in (ROOT / "src/servegate" / d).glob("*.py")
+    p for d in ("gates", "verdict", "canary") for p in (ROOT / "src/servegate" / d).rglob("*.py")
 ]
 
 

@@ -11,15 +11,10 @@ import pytest
 from servegate.config.models import EndpointConfig, GateConfig, Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing, ToolCall
-from servegate.gates.context import (
-    LONG_STREAM_REQUEST,
-    ContextPlan,
-    Kind,
-    collect,
-    evaluate,
-    full_grid,
-)
-from servegate.gates.golden import ProbeStatus
+from servegate.gates.context import ContextPlan, collect, evaluate
+from servegate.gates.context.collect import LONG_STREAM_REQUEST
+from servegate.gates.context.plan import Kind, full_grid
+from servegate.gates.golden.probe import ProbeStatus
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import Severity, Status
 

@@ -10,18 +10,10 @@ import pytest
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Timing, ToolCall, Usage
-from servegate.gates.context import (
-    ContextEvidence,
-    ContextPlan,
-    Kind,
-    Observation,
-    evaluate,
-    full_grid,
-    judge,
-    steps,
-)
-from servegate.gates.context_plan import long_needle
-from servegate.gates.golden import ProbeStatus
+from servegate.gates.context import ContextEvidence, ContextPlan, evaluate
+from servegate.gates.context.judgement import judge
+from servegate.gates.context.plan import Kind, Observation, full_grid, long_needle, steps
+from servegate.gates.golden.probe import ProbeStatus
 from servegate.probes.needles import make_needle
 from servegate.verdict.model import Severity, Status
 

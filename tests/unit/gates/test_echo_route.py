@@ -3,8 +3,8 @@
 import pytest
 
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.echo_route import choose, measure, realign
-from servegate.gates.perplexity import token_nlls
+from servegate.gates.numerics.echo_route import choose, measure, realign
+from servegate.gates.numerics.perplexity import token_nlls
 
 # A greedy continuation " Paris." of "The capital of France is", with generation logprobs.
 GEN = (TokenLogprob(" Paris", -0.4, ((" Paris", -0.4),)), TokenLogprob(".", -0.9, ((".", -0.9),)))
@@ -134,8 +134,8 @@ def test_the_shift_scores_a_token_outside_the_previous_top_k_only_as_a_bound() -
 
 
 def test_a_long_echo_gets_a_deadline_scaled_to_the_slower_sides_measured_rate() -> None:
-    from servegate.gates.echo_route import EchoCheck
-    from servegate.gates.perplexity import scoring_deadline_s
+    from servegate.gates.numerics.echo_route import EchoCheck
+    from servegate.gates.numerics.perplexity import scoring_deadline_s
 
     # Stock llama-cpp-python echoed 40 characters in 1.3 s (it sorts the vocabulary per token):
     # the 13,000-character reference text needs minutes, not the 60 s chat deadline.
@@ -148,8 +148,8 @@ def test_a_long_echo_gets_a_deadline_scaled_to_the_slower_sides_measured_rate() 
 
 
 def test_the_shift_is_reported_by_position_bucket() -> None:
-    from servegate.gates.echo_route import ScoringRoute
-    from servegate.gates.perplexity import TextScore, perplexity_shift
+    from servegate.gates.numerics.echo_route import ScoringRoute
+    from servegate.gates.numerics.perplexity import TextScore, perplexity_shift
 
     def echo(nll_at: list[float]) -> Completion:
         entries = (

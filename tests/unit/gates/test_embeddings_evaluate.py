@@ -11,17 +11,15 @@ import pytest
 from servegate.config.models import Policy, Tolerance
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Embeddings, RawResponse
-from servegate.gates.embeddings import (
+from servegate.gates.embeddings import EmbeddingsEvidence, evaluate, shipped_inputs
+from servegate.gates.embeddings.judgement import cosine_distance, problems
+from servegate.gates.embeddings.plan import (
     EmbeddingInput,
-    EmbeddingsEvidence,
     ScoreAnswer,
     ScoreEvidence,
-    evaluate,
     score_answer,
-    shipped_inputs,
     shipped_rerank,
 )
-from servegate.gates.embeddings_judgement import cosine_distance, problems
 from servegate.verdict.model import GateResult, Outcome, Status
 
 INPUTS = (EmbeddingInput("fox", "The fox."), EmbeddingInput("zh", "北京。"))

@@ -1,8 +1,8 @@
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.golden import GoldenEvidence, Observation, ProbeStatus, evaluate
-from servegate.gates.golden_probe import judge
+from servegate.gates.golden import GoldenEvidence, evaluate
+from servegate.gates.golden.probe import Observation, ProbeStatus, judge
 from servegate.probes import Probe, default_suite
 from servegate.verdict.model import GateResult, Severity, Status
 

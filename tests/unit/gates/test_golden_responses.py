@@ -9,7 +9,7 @@ from pathlib import Path
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.responses import ResponsesAnswer, parse_response, parse_stream
 from servegate.endpoints.types import Completion, Usage
-from servegate.gates.golden_responses import (
+from servegate.gates.golden.responses import (
     ResponsesEvidence,
     ResponsesObservation,
     evaluate_responses,

@@ -12,9 +12,9 @@ import pytest
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.scripted import Conn, Request, ScriptedServer, reply_bytes, reply_json
 from servegate.endpoints.types import TokenLogprob
-from servegate.gates.echo_route import EchoCheck, choose
+from servegate.gates.numerics.echo_route import EchoCheck, choose
+from servegate.gates.numerics.perplexity import native_body, scoring_body
 from servegate.gates.pair import EndpointPair
-from servegate.gates.perplexity import native_body, scoring_body
 
 DATA = Path(__file__).parents[2] / "data" / "vllm"
 
@@ -83,7 +83,7 @@ async def test_garbage_native_prompt_logprobs_fail_the_request_never_crash(bad: 
 async def test_nan_in_echo_logprobs_leaves_the_side_without_a_route_with_one_line() -> None:
     # Bad input (issue 18): a server whose echo logprobs hold NaN is not measured, never a crash
     # and never a verdict drawn from them.
-    from servegate.gates.perplexity import alignment
+    from servegate.gates.numerics.perplexity import alignment
 
     logprobs = {
         "tokens": [" Paris", "."],
@@ -116,7 +116,7 @@ async def test_nan_in_echo_logprobs_leaves_the_side_without_a_route_with_one_lin
 
 
 async def test_a_slow_scorer_scores_the_texts_one_by_one_within_the_budget() -> None:
-    from servegate.gates.perplexity import LONG_TEXT_ID, reference_texts, score_texts
+    from servegate.gates.numerics.perplexity import LONG_TEXT_ID, reference_texts, score_texts
 
     answer = {"choices": [{"index": 0, "text": "x", "finish_reason": "length"}]}
     slow = EchoCheck(offered=True, errors_nats={0: 13.7, 1: 0.0}, seconds_per_char=0.2)
@@ -159,8 +159,8 @@ async def test_a_joined_text_that_splits_differently_is_scored_text_by_text() ->
     # Measured 2026-12-02 on the llama.cpp → vLLM migration: the joined reference text split
     # differently on the two sides and the perplexity shift was "not measured" without trying
     # the eight texts apart.
-    from servegate.gates.echo_route import choose
-    from servegate.gates.perplexity import (
+    from servegate.gates.numerics.echo_route import choose
+    from servegate.gates.numerics.perplexity import (
         LONG_TEXT_ID,
         long_text,
         perplexity_shift,

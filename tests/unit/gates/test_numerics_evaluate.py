@@ -6,10 +6,11 @@ import pytest
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob, Usage
-from servegate.gates.echo_route import EchoCheck
-from servegate.gates.noise import NoiseFloor, PathComparison, ProbeRequest
-from servegate.gates.numerics import NumericsEvidence, Observation, evaluate
-from servegate.gates.perplexity import CrossEcho, TextScore
+from servegate.gates.numerics import NumericsEvidence, evaluate
+from servegate.gates.numerics.echo_route import EchoCheck
+from servegate.gates.numerics.noise import NoiseFloor, PathComparison, ProbeRequest
+from servegate.gates.numerics.perplexity import CrossEcho, TextScore
+from servegate.gates.numerics.plan import Observation
 from servegate.gates.tokens import compare
 from servegate.stats.distribution import DistributionSummary
 from servegate.verdict.model import GateResult, Severity, Status

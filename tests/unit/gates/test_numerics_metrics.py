@@ -4,9 +4,9 @@ import pytest
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.echo_route import ScoringRoute
-from servegate.gates.noise import NoiseFloor, PathComparison
-from servegate.gates.perplexity import (
+from servegate.gates.numerics.echo_route import ScoringRoute
+from servegate.gates.numerics.noise import NoiseFloor, PathComparison
+from servegate.gates.numerics.perplexity import (
     CrossScore,
     TextScore,
     perplexity_shift,

@@ -10,19 +10,19 @@ from servegate.config.models import PerformanceConfig, Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Timing, Usage
 from servegate.gates.performance import evaluate
-from servegate.gates.performance_capacity import capacity_check
-from servegate.gates.performance_plan import (
+from servegate.gates.performance.capacity import capacity_check
+from servegate.gates.performance.plan import (
     CapacityStep,
     PerformanceEvidence,
     capacity_first_index,
     workload,
 )
+from servegate.gates.performance.table import CAPACITY_ROW
 from servegate.load.arrival import closed_loop
 from servegate.load.driver import Exchange, StepBounds, StepEvidence
 from servegate.load.monitor import ClientEvidence
 from servegate.load.workload import synthetic_source
 from servegate.verdict.model import Check, Outcome
-from servegate.verdict.performance import CAPACITY_ROW
 
 SLO_TEXT = "e2el_ms=500"
 SETTINGS = PerformanceConfig.model_validate(

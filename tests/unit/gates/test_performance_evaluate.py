@@ -11,7 +11,7 @@ from servegate.config.models import PerformanceConfig, Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Timing, Usage
 from servegate.gates.performance import evaluate
-from servegate.gates.performance_plan import (
+from servegate.gates.performance.plan import (
     AloneAnswer,
     Block,
     PerformanceEvidence,
@@ -22,13 +22,13 @@ from servegate.gates.performance_plan import (
     incomplete,
     workload,
 )
+from servegate.gates.performance.table import CAPACITY_ROW, NO_SLO, performance_evidence
 from servegate.load.arrival import closed_loop
 from servegate.load.driver import Exchange, StepBounds, StepEvidence
 from servegate.load.monitor import ClientEvidence
 from servegate.load.server_metrics import ServerEvidence
 from servegate.load.workload import synthetic_source
 from servegate.verdict.model import GateResult, Outcome, Status
-from servegate.verdict.performance import CAPACITY_ROW, NO_SLO, performance_evidence
 
 SETTINGS = PerformanceConfig(concurrency=4, blocks=4, requests_per_block=12, isolated_prompts=4)
 SOURCE = synthetic_source(workload(SETTINGS), "m")

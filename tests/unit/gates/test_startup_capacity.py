@@ -12,7 +12,7 @@ from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion
 from servegate.gates.startup import StartupEvidence, evaluate
-from servegate.gates.startup_capacity import (
+from servegate.gates.startup.capacity import (
     CapacityEvidence,
     judge_capacity,
     kv_capacity,

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from servegate.gates.startup_launch import (
-    LaunchEvidence,
-    LaunchOutcome,
-    LogHit,
-    judge_launch,
-    launch_metrics,
-)
+from servegate.gates.startup.launch import judge_launch, launch_metrics
+from servegate.managed.launch_evidence import LaunchEvidence, LaunchOutcome, LogHit
 from servegate.verdict.judgement import gate_result
 from servegate.verdict.model import Outcome, Severity, Status
 

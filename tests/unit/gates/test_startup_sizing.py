@@ -10,7 +10,7 @@ from servegate.config.models import EndpointConfig, GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.scripted import ScriptedServer, reply_json
 from servegate.gates.pair import EndpointPair
-from servegate.gates.startup_sizing import OVERSHOOT, ImpossibleSize, context_in_error, size
+from servegate.gates.sizing import OVERSHOOT, ImpossibleSize, context_in_error, size
 
 CFG = GateConfig(
     baseline=EndpointConfig(url="http://127.0.0.1:1/v1"),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from servegate.config.models import EndpointConfig
-from servegate.gates.startup_launch import LaunchOutcome
+from servegate.managed.launch_evidence import LaunchOutcome
 from servegate.managed.launcher import launch, shown_command
 from servegate.managed.logscan import load_catalogue
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servegate.gates.startup_launch import LaunchEvidence, LaunchOutcome
+from servegate.managed.launch_evidence import LaunchEvidence, LaunchOutcome
 from servegate.managed.logscan import load_catalogue, scan_file
 from servegate.managed.vllm_log import engine_facts, engine_facts_file, startup_note
 
@@ -170,7 +170,7 @@ def test_the_031_to_032_upgrade_logs_differ_only_in_wording_and_dtype_notes() ->
     """Second starts of 0.31.0 and 0.32.0 (the upgrade run of 2026-12-02): both fail to load
     their own compile cache and compile again; 0.32.0 alone prints the Triton CPU-backend line
     and per-weight dtype notes. None of that blocks; the Triton fallback both print is info."""
-    from servegate.gates.startup_launch import judge_launch
+    from servegate.gates.startup.launch import judge_launch
 
     def evidence(version: str, side: str) -> LaunchEvidence:
         path = LOGS / f"vllm-{version}-second-start.log"

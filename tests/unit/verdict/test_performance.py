@@ -1,7 +1,7 @@
+from servegate.gates.performance.table import performance_table
 from servegate.load.metrics import DEFINITIONS
 from servegate.verdict.judgement import check, gate_result, not_measured
 from servegate.verdict.model import GateResult, Status
-from servegate.verdict.performance import performance_table
 
 
 def _gate(name: str, *checks_: object) -> GateResult:

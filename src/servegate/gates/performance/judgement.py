@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from math import comb, isfinite
 
 from servegate.config.models import Policy
-from servegate.gates.performance_capacity import capacity_check, capacity_details
-from servegate.gates.performance_plan import (
+from servegate.gates.performance.capacity import capacity_check, capacity_details
+from servegate.gates.performance.plan import (
     NAME,
     REPLICA,
     SIDES,
@@ -36,7 +36,7 @@ from servegate.gates.performance_plan import (
     all_timed_out,
     side_load,
 )
-from servegate.gates.performance_under_load import (
+from servegate.gates.performance.under_load import (
     agreement_under_load,
     early_divergence,
     load_checks,

@@ -13,7 +13,7 @@ weights was equal (ΔNLL −0.0004 ± 0.0019 nats/token).
 from __future__ import annotations
 
 from servegate.gates.evidence import curl
-from servegate.gates.numerics_plan import NumericsEvidence
+from servegate.gates.numerics.plan import NumericsEvidence
 from servegate.verdict.judgement import check, not_measured
 from servegate.verdict.model import Check, Finding, Severity
 

@@ -11,19 +11,19 @@ from typing import Any
 
 from servegate.config.models import Policy
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.echo_route import ScoringRoute, choose
 from servegate.gates.evidence import curl, describe, excerpt
-from servegate.gates.noise import NAME
-from servegate.gates.numerics_plan import (
+from servegate.gates.numerics.echo_route import ScoringRoute, choose
+from servegate.gates.numerics.noise import NAME
+from servegate.gates.numerics.perplexity import ECHO_TOP_K, perplexity_shift
+from servegate.gates.numerics.plan import (
     ROW_DRIFT,
     ROW_HANGS,
     ROW_PERPLEXITY,
     NumericsEvidence,
     Observation,
 )
-from servegate.gates.numerics_prompt import prompt_check
+from servegate.gates.numerics.prompt import prompt_check
 from servegate.gates.pair import timed_out
-from servegate.gates.perplexity import ECHO_TOP_K, perplexity_shift
 from servegate.gates.tokens import TokenComparison, compare, non_finite, token_pair
 from servegate.stats.divergence import near_tie_limit, noise_limit
 from servegate.verdict.judgement import (

@@ -20,8 +20,8 @@ from servegate.config.models import GateConfig
 from servegate.config.slo import SLO
 from servegate.endpoints.protocol import Endpoint
 from servegate.gates.pair import EndpointPair
-from servegate.gates.performance_judgement import evaluate
-from servegate.gates.performance_plan import (
+from servegate.gates.performance.judgement import evaluate
+from servegate.gates.performance.plan import (
     NAME,
     REPLICA,
     SIDES,

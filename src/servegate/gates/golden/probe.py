@@ -16,7 +16,7 @@ from functools import cached_property
 
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
-from servegate.gates.golden_responses import ResponsesEvidence
+from servegate.gates.golden.responses import ResponsesEvidence
 from servegate.gates.pair import timed_out
 from servegate.gates.tokens import TokenComparison, compare
 from servegate.probes import Probe, ProbeOutcome, check_probe

@@ -31,7 +31,14 @@ from typing import Any
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion, TokenLogprob
-from servegate.gates.echo_route import FFFD, TOP_K, EchoCheck, ScoringRoute, measure, realign
+from servegate.gates.numerics.echo_route import (
+    FFFD,
+    TOP_K,
+    EchoCheck,
+    ScoringRoute,
+    measure,
+    realign,
+)
 from servegate.gates.pair import EndpointPair
 from servegate.stats.shift import PairedShift
 

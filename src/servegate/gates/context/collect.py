@@ -21,8 +21,8 @@ from dataclasses import replace
 from servegate.config.models import GateConfig
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
-from servegate.gates.context_judgement import evaluate, judge
-from servegate.gates.context_plan import (
+from servegate.gates.context.judgement import evaluate, judge
+from servegate.gates.context.plan import (
     LONG_STREAM_REQUEST,
     NAME,
     ContextEvidence,
@@ -36,7 +36,7 @@ from servegate.gates.context_plan import (
     steps,
 )
 from servegate.gates.pair import EndpointPair, timed_out
-from servegate.gates.startup_sizing import discover_context
+from servegate.gates.sizing import discover_context
 
 __all__ = [
     "LONG_STREAM_REQUEST",

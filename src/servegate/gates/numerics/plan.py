@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servegate.endpoints.types import Completion
-from servegate.gates.echo_route import EchoCheck
-from servegate.gates.noise import NoiseFloor, ProbeRequest
+from servegate.gates.numerics.echo_route import EchoCheck
+from servegate.gates.numerics.noise import NoiseFloor, ProbeRequest
+from servegate.gates.numerics.perplexity import CrossEcho, TextScore
 from servegate.gates.pair import Api
-from servegate.gates.perplexity import CrossEcho, TextScore
 
 PROMPTS: tuple[tuple[str, str], ...] = (
     ("capital", "What is the capital of France?"),

@@ -18,9 +18,9 @@ from typing import Any
 
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.types import Completion
-from servegate.gates.golden_judgement import evaluate as evaluate_probes
-from servegate.gates.golden_probe import NAME, GoldenEvidence, Observation, ProbeStatus
-from servegate.gates.golden_responses import collect_responses, with_responses
+from servegate.gates.golden.judgement import evaluate as evaluate_probes
+from servegate.gates.golden.probe import NAME, GoldenEvidence, Observation, ProbeStatus
+from servegate.gates.golden.responses import collect_responses, with_responses
 from servegate.gates.pair import EndpointPair
 from servegate.probes import Probe, Suite, default_suite, load_suite
 from servegate.verdict.model import GateResult

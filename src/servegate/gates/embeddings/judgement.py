@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Embeddings
-from servegate.gates.embeddings_plan import (
+from servegate.gates.embeddings.plan import (
     NAME,
     EmbeddingInput,
     EmbeddingsEvidence,

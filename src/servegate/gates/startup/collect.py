@@ -16,9 +16,10 @@ from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.capabilities import Capability, discover
 from servegate.gates.evidence import curl, describe
 from servegate.gates.pair import EndpointPair
-from servegate.gates.startup_capacity import CapacityEvidence, collect_side, judge_capacity
-from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
-from servegate.gates.startup_sizing import IMPOSSIBLE_WORD, ImpossibleSize, context_in_error, size
+from servegate.gates.sizing import IMPOSSIBLE_WORD, ImpossibleSize, context_in_error, size
+from servegate.gates.startup.capacity import CapacityEvidence, collect_side, judge_capacity
+from servegate.gates.startup.launch import judge_launch, launch_metrics
+from servegate.managed.launch_evidence import LaunchEvidence
 from servegate.verdict.judgement import check, gate_result, not_measured
 from servegate.verdict.model import Finding, GateResult, Severity
 

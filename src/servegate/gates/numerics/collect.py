@@ -20,11 +20,18 @@ from collections.abc import Callable, Mapping, Sequence
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.types import Completion
-from servegate.gates.echo_route import EchoCheck
-from servegate.gates.noise import NAME, PATHS, NoiseFloor, ProbeRequest
-from servegate.gates.noise import collect as collect_noise
-from servegate.gates.numerics_judgement import evaluate
-from servegate.gates.numerics_plan import (
+from servegate.gates.numerics.echo_route import EchoCheck
+from servegate.gates.numerics.judgement import evaluate
+from servegate.gates.numerics.noise import NAME, PATHS, NoiseFloor, ProbeRequest
+from servegate.gates.numerics.noise import collect as collect_noise
+from servegate.gates.numerics.perplexity import (
+    TextScore,
+    alignment,
+    cross_score,
+    score_texts,
+    scoring_deadline_s,
+)
+from servegate.gates.numerics.plan import (
     PROMPTS,
     NumericsConfig,
     NumericsEvidence,
@@ -32,13 +39,6 @@ from servegate.gates.numerics_plan import (
     probe_request,
 )
 from servegate.gates.pair import Api, EndpointPair
-from servegate.gates.perplexity import (
-    TextScore,
-    alignment,
-    cross_score,
-    score_texts,
-    scoring_deadline_s,
-)
 
 __all__ = [
     "PROMPTS",

@@ -10,7 +10,7 @@ from typing import Any
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
-from servegate.gates.context_plan import (
+from servegate.gates.context.plan import (
     CATEGORY,
     LONG_NEEDLE_SHARE,
     NAME,
@@ -22,7 +22,7 @@ from servegate.gates.context_plan import (
     Observation,
 )
 from servegate.gates.evidence import curl, describe
-from servegate.gates.golden import ProbeStatus
+from servegate.gates.golden.probe import ProbeStatus
 from servegate.gates.pair import timed_out
 from servegate.verdict.judgement import check, gate_result, not_measured
 from servegate.verdict.model import Check, Finding, GateResult, MetricValue, Severity

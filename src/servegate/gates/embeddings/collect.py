@@ -17,8 +17,8 @@ from __future__ import annotations
 from servegate.config.models import GateConfig
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Embeddings
-from servegate.gates.embeddings_judgement import evaluate
-from servegate.gates.embeddings_plan import (
+from servegate.gates.embeddings.judgement import evaluate
+from servegate.gates.embeddings.plan import (
     NAME,
     SCORE_APIS,
     EmbeddingInput,

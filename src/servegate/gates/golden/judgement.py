@@ -9,7 +9,7 @@ from typing import Any
 from servegate.config.models import Policy
 from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl, describe
-from servegate.gates.golden_probe import (
+from servegate.gates.golden.probe import (
     NAME,
     GoldenEvidence,
     Judged,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from servegate.config.matrix import MatrixEntry, MatrixFile
-from servegate.runner import GATES, GateRunner, PreflightError, ProgressFn, run
+from servegate.orchestration.runner import GATES, GateRunner, PreflightError, ProgressFn, run
 from servegate.verdict.model import Report, Status
 from servegate.verdict.rules import EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USAGE
 

@@ -20,15 +20,15 @@ from math import comb
 
 from servegate.config.models import Policy
 from servegate.config.slo import SLO
-from servegate.gates.performance_plan import SIDES, PerformanceEvidence, all_timed_out
+from servegate.gates.performance.plan import SIDES, PerformanceEvidence, all_timed_out
+from servegate.gates.performance.table import CAPACITY_ROW as ROW
+from servegate.gates.performance.table import NO_SLO
 from servegate.load.bench import evaluate_step
 from servegate.load.result import StepResult
 from servegate.load.sweep import ATTAINMENT, SweepLimit, meets_slo, sweep_limit
 from servegate.stats.proportions import rate_increase
 from servegate.verdict.judgement import check, not_measured
 from servegate.verdict.model import Check
-from servegate.verdict.performance import CAPACITY_ROW as ROW
-from servegate.verdict.performance import NO_SLO
 
 __all__ = ["SideSweep", "capacity_check", "capacity_details", "side_sweep"]
 

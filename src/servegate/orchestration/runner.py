@@ -20,8 +20,16 @@ from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, GateConfig
 from servegate.config.redaction import environment_secrets, hide
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.recording import HeldRecords, NullRecorder, Recorder
 from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
-from servegate.gate_sequence import (
+from servegate.gates import startup
+from servegate.gates.pair import EndpointPair
+from servegate.gates.performance.table import performance_evidence, performance_table
+from servegate.gates.startup.launch import judge_launch, launch_metrics
+from servegate.managed.launch_evidence import LaunchEvidence
+from servegate.managed.launcher import Managed
+from servegate.managed.sides import launched
+from servegate.orchestration.gate_sequence import (
     GATE_ORDER,
     GATES,
     GateProgress,
@@ -30,12 +38,6 @@ from servegate.gate_sequence import (
     after_deadline,
     run_gates,
 )
-from servegate.gates import startup
-from servegate.gates.pair import EndpointPair
-from servegate.gates.recording import HeldRecords, NullRecorder, Recorder
-from servegate.gates.startup_launch import LaunchEvidence, judge_launch, launch_metrics
-from servegate.managed.launcher import Managed
-from servegate.managed.sides import launched
 from servegate.probes.loader import suite_identity
 from servegate.store.baselines import (
     StoredBaseline,
@@ -49,7 +51,6 @@ from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
 from servegate.verdict.judgement import gate_result
 from servegate.verdict.model import Fingerprint, GateResult, LaunchRecord, Report, Status
-from servegate.verdict.performance import performance_evidence, performance_table
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
 
 # The gate table and run_gates live in gate_sequence.py; re-exported here for the CLI and matrix.

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from servegate.config.models import Policy
 from servegate.gates.evidence import curl, describe
-from servegate.gates.performance_plan import (
+from servegate.gates.performance.plan import (
     AloneAnswer,
     PerformanceEvidence,
     SideLoad,

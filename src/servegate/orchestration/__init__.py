@@ -1,0 +1,5 @@
+"""Orchestration: config → endpoints → gates → verdict → store/reports.
+
+`gate_sequence` (the gates in the order they run), `runner` (one run: preflight, launch, gates,
+verdict, store), `matrix` (a run per execution path).
+"""
