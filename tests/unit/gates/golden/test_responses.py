@@ -16,7 +16,7 @@ from servegate.gates.golden.responses import (
 )
 from servegate.verdict.model import Outcome
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "vllm"
+DATA = Path(__file__).resolve().parents[3] / "data" / "vllm"
 TEXT = "L'Étoile, la Marseillaise, la femme,"
 CHAT = Completion(status=200, content=TEXT, usage=Usage(37, 16, 53))
 ANSWER = parse_response(json.loads((DATA / "responses.json").read_text())["response"])

@@ -16,7 +16,7 @@ from servegate.gates.numerics.echo_route import EchoCheck, choose
 from servegate.gates.numerics.perplexity import native_body, scoring_body
 from servegate.gates.pair import EndpointPair
 
-DATA = Path(__file__).parents[2] / "data" / "vllm"
+DATA = Path(__file__).parents[3] / "data" / "vllm"
 
 
 def _sample(name: str) -> dict[str, Any]:

@@ -173,10 +173,10 @@ def test_relative_launch_folders_are_taken_from_the_matrix_files_folder(tmp_path
     cwds = [e.launch.cwd for e in loaded.entries if e.launch is not None]
     assert [Path(str(c)).resolve() for c in cwds] == [tmp_path.resolve(), Path("/srv")]
     # The shipped vLLM matrix runs from the repository root whatever the caller's folder.
-    shipped = load_matrix(Path(__file__).resolve().parents[2] / "examples/matrix/vllm-paths.yaml")
+    shipped = load_matrix(Path(__file__).resolve().parents[3] / "examples/matrix/vllm-paths.yaml")
     assert shipped.baseline is not None
     assert shipped.baseline.launch is not None
-    assert Path(str(shipped.baseline.launch.cwd)).resolve() == Path(__file__).resolve().parents[2]
+    assert Path(str(shipped.baseline.launch.cwd)).resolve() == Path(__file__).resolve().parents[3]
 
 
 def test_the_table_on_a_pipe_keeps_every_cell_whole(tmp_path: Path) -> None:

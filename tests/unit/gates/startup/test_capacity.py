@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.unit.gates.test_startup_evaluate import _side
+from tests.unit.gates.startup.test_evaluate import _side
 
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
@@ -20,7 +20,7 @@ from servegate.gates.startup.capacity import (
 )
 from servegate.verdict.model import Outcome, Severity, Status
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "vllm"
+DATA = Path(__file__).resolve().parents[3] / "data" / "vllm"
 OK = Completion(status=200, content="hello")
 REJECTED = Completion(
     status=400, error=RequestError(ErrorCategory.REJECTED, "needs more blocks", status=400)
