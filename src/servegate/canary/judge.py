@@ -4,7 +4,7 @@ Each interval becomes `Check`s (verdict/judgement.py) and `judge` — the rule e
 decides: any failed check fails the interval (the controller rolls back), a core check not
 measured leaves it inconclusive (the controller holds), otherwise it passes (promote).
 
-- Rates (the share of answers the one answer classifier, `servegate.stats.answers`, did not call
+- Rates (the share of answers the one answer classifier, `servegate.endpoints.answers`, did not call
   ok; timeouts; degenerate, empty, invalid-JSON, invalid-tool-call answers) are judged as the
   performance gate judges its error rate: candidate − primary beyond the policy's band *and* a
   one-sided Fisher exact test below `significance_alpha`. The JSON and tool-call rates are

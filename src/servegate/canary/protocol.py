@@ -18,11 +18,11 @@ Side = Literal["primary", "candidate", "secondary"]
 # Per-request values the proxy measures; a name absent from `Observation.metrics` was not measured
 # for that request (a JSON parse failure is only measured when the request asked for JSON).
 METRICS: Mapping[str, str] = {
-    "error": "1 when the answer is not ok by the one answer classifier (servegate.stats.answers): "
-    "HTTP status >= 400, transport failure, timeout, abandoned by the client, HTTP 200 error "
-    "body, error event in the stream, stream cut before [DONE] or without a finish_reason, empty "
-    "answer, degenerate text, invalid JSON where JSON was asked, invalid tool-call arguments; "
-    "else 0",
+    "error": "1 when the answer is not ok by the one answer classifier "
+    "(servegate.endpoints.answers): HTTP status >= 400, transport failure, timeout, abandoned "
+    "by the client, HTTP 200 error body, error event in the stream, stream cut before [DONE] or "
+    "without a finish_reason, empty answer, degenerate text, invalid JSON where JSON was asked, "
+    "invalid tool-call arguments; else 0",
     "timeout": "1 when the side did not answer in time: its deadline passed, it went silent "
     "mid-stream, or the client gave up waiting (abandoned); else 0",
     "ttft_ms": "first chunk carrying a token - request forwarded, ms (streamed requests only)",
@@ -36,7 +36,7 @@ METRICS: Mapping[str, str] = {
     "tool_call_parse_failure": "1 when a tool call's arguments do not parse as JSON; else 0",
 }
 # Besides METRICS, each observation carries `answer_<class>` = 1 for its answer's class
-# (servegate.stats.answers.AnswerClass): what the error was, for the evidence and /metrics.
+# (servegate.endpoints.answers.AnswerClass): what the error was, for the evidence and /metrics.
 ANSWER_PREFIX = "answer_"
 
 

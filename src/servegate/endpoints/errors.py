@@ -48,6 +48,11 @@ class ErrorCategory(StrEnum):
     NOT_SENT = "not_sent"
 
 
+# What counts as a hang, for every gate, the load generator and the answer classifier: no
+# headers before the deadline (timeout) or silence after them past the idle timeout (stalled).
+HUNG = frozenset({ErrorCategory.TIMEOUT, ErrorCategory.STALLED})
+
+
 @dataclass(frozen=True, slots=True)
 class RequestError:
     """Why one request failed; kept with the request, never raised past the endpoint."""
@@ -59,6 +64,11 @@ class RequestError:
     waited_s: float = 0.0
     body_excerpt: str = ""
     side: str = ""  # the endpoint's name ("baseline", "candidate")
+
+    @property
+    def hung(self) -> bool:
+        """The request hung (servegate.endpoints.errors.HUNG)."""
+        return self.category in HUNG
 
 
 class EndpointError(Exception):

@@ -57,13 +57,10 @@ class ToolCall:
 
     @property
     def arguments_valid(self) -> bool:
-        """Whether `arguments` parses as a JSON object."""
-        import json
+        """Whether `arguments` is a valid JSON object (servegate.endpoints.json_text)."""
+        from servegate.endpoints.json_text import is_json_object
 
-        try:
-            return isinstance(json.loads(self.arguments), dict)
-        except ValueError:
-            return False
+        return is_json_object(self.arguments)
 
 
 @dataclass(frozen=True, slots=True)

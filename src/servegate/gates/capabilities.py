@@ -6,11 +6,11 @@ gate reports a capability the baseline has and the candidate lost as a regressio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servegate.endpoints.json_text import is_json, parse_json
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.responses import respond
 from servegate.endpoints.types import Completion
@@ -162,9 +162,7 @@ async def _json_mode(
     )
     if r.error is not None:
         return _failed("json_object", r)
-    try:
-        json.loads(r.text)
-    except ValueError:
+    if not is_json(r.text):
         if r.finish_reason == "length" and r.text.lstrip().startswith("{"):
             # Constrained output cut by max_tokens: the mode works, the model rambled.
             return Capability("json_object", True, "JSON-shaped output, cut at max_tokens")
@@ -208,9 +206,8 @@ async def _json_schema(
     )
     if r.error is not None:
         return _failed("json_schema", r)
-    try:
-        value = json.loads(r.text)
-    except ValueError:
+    value, error = parse_json(r.text)
+    if error is not None:
         return Capability("json_schema", False, f"content is not JSON: {r.text[:60]!r}")
     ok = isinstance(value, dict) and isinstance(value.get("answer"), int)
     return Capability("json_schema", ok, "content matches the schema" if ok else f"{value!r:.60}")

@@ -24,12 +24,9 @@ C = TypeVar("C")
 ISOLATION_REQUEST: Mapping[str, Any] = {"prompt": "0", "max_tokens": 1, "temperature": 0}
 
 
-HUNG = (ErrorCategory.TIMEOUT, ErrorCategory.STALLED)
-
-
 def timed_out(r: Completion) -> bool:
     """The request hung: no answer (timeout) or silence after the headers (stalled)."""
-    return r.error is not None and r.error.category in HUNG
+    return r.error is not None and r.error.hung
 
 
 def not_sent(side: str, why: str) -> Completion:

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from servegate.endpoints.answers import AnswerClass, classify_answer
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.text import excerpt
 from servegate.endpoints.types import Completion
 from servegate.load.workload import WorkItem
-from servegate.stats.answers import AnswerClass, classify_answer
 
 __all__ = ["DEFINITIONS", "CorrectnessCounts", "Example", "check_responses"]
 
@@ -68,7 +68,7 @@ class CorrectnessCounts(BaseModel):
     @property
     def problems(self) -> int:
         """Answers that failed a check (each counted once, by its first problem:
-        servegate.stats.answers.classify_answer)."""
+        servegate.endpoints.answers.classify_answer)."""
         return (
             self.degenerate
             + self.empty

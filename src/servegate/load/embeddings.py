@@ -23,7 +23,7 @@ from servegate.endpoints.types import Embeddings
 from servegate.load.arrival import Arrival, send_offsets_s
 from servegate.load.bench import BenchProgress, _now, _public, step_bounds
 from servegate.load.driver import StepBounds, closed_loop, open_loop
-from servegate.load.metrics import TIMEOUT_CATEGORIES, Distribution, Scalar
+from servegate.load.metrics import Distribution, Scalar
 from servegate.load.monitor import ClientLoad, ClientMonitor, judge_client
 from servegate.load.result import BenchBounds
 from servegate.load.synthetic import synthetic_prompt
@@ -165,7 +165,7 @@ def summarise(
     failed = [r for r in results if r.error is not None]
     sent = len(results)
     usage = [n for r in good if r.usage is not None and (n := r.usage.prompt_tokens) is not None]
-    timeouts = sum(r.error.category in TIMEOUT_CATEGORIES for r in failed if r.error is not None)
+    timeouts = sum(r.error.hung for r in failed if r.error is not None)
 
     def rate(count: float) -> float | None:
         return count / duration_s if duration_s > 0 else None

@@ -15,7 +15,7 @@ from itertools import chain
 
 from pydantic import BaseModel, ConfigDict
 
-from servegate.endpoints.errors import ErrorCategory
+from servegate.endpoints.errors import HUNG, ErrorCategory
 from servegate.endpoints.timing import itl_per_chunk_ms, itl_per_token_ms, output_tokens, tpot_ms
 from servegate.endpoints.types import Completion
 from servegate.load.slo import SLO
@@ -23,7 +23,6 @@ from servegate.stats.distribution import DistributionSummary
 
 __all__ = [
     "DEFINITIONS",
-    "TIMEOUT_CATEGORIES",
     "Distribution",
     "RequestMeasure",
     "Scalar",
@@ -31,8 +30,6 @@ __all__ = [
     "measure",
     "summarise",
 ]
-
-TIMEOUT_CATEGORIES = frozenset({ErrorCategory.TIMEOUT, ErrorCategory.STALLED})
 
 DEFINITIONS: dict[str, str] = {
     "ttft_ms": "first chunk carrying a token (content, reasoning or tool-call delta) − request "
@@ -199,7 +196,7 @@ def summarise(
     sent = len(measures)
     tokens = sum(m.output_tokens or 0 for m in good)
     met = None if slo is None else sum(slo.met(m.ttft_ms, m.tpot_ms, m.e2el_ms) for m in good)
-    timeouts = sum(m.error in TIMEOUT_CATEGORIES for m in failed)
+    timeouts = sum(m.error in HUNG for m in failed)
     sources = Counter(m.token_source for m in good)
 
     def values(attr: str) -> list[float]:

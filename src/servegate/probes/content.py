@@ -7,6 +7,7 @@ import json
 import re
 import unicodedata
 
+from servegate.endpoints.json_text import parse_json
 from servegate.endpoints.types import Completion
 from servegate.probes import assertions as a
 from servegate.probes.outcome import AssertionOutcome
@@ -170,10 +171,8 @@ def normalise(text: str, ignore: tuple[a.Normalisation, ...]) -> str:
 def _canonical_calls(c: Completion) -> list[str]:
     calls = []
     for call in c.tool_calls:
-        try:
-            args = json.dumps(json.loads(call.arguments), sort_keys=True)
-        except ValueError:
-            args = call.arguments
+        value, error = parse_json(call.arguments)
+        args = call.arguments if error is not None else json.dumps(value, sort_keys=True)
         calls.append(f"{call.name}({args})")
     return sorted(calls)
 

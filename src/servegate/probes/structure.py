@@ -3,40 +3,14 @@
 from __future__ import annotations
 
 import ast
-import json
-import re
-from typing import Any
 
+from servegate.endpoints.json_text import fenced, parse_json
 from servegate.endpoints.types import Completion
 from servegate.probes import assertions as a
 from servegate.probes.content import excerpt
 from servegate.probes.outcome import AssertionOutcome
 from servegate.probes.schema import validate
 from servegate.probes.tool_match import match_calls
-
-_FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _fenced(text: str) -> str | None:
-    match = _FENCE.search(text)
-    return match.group(2) if match else None
-
-
-def parse_json(text: str, allow_fence: bool) -> tuple[Any, str | None]:
-    """The parsed value and None, or None and why the text is not JSON."""
-    source = text.strip()
-    if allow_fence:
-        source = (_fenced(source) or source).strip()
-    if not source:
-        return None, "empty content"
-    try:
-        return json.loads(source, parse_constant=_refuse_constant), None
-    except ValueError as exc:
-        return None, str(exc)
 
 
 def is_json(x: a.IsJson, c: Completion, b: Completion | None) -> AssertionOutcome:
@@ -78,7 +52,7 @@ def finish_reason(x: a.FinishReason, c: Completion, b: Completion | None) -> Ass
 
 
 def python_parses(x: a.PythonParses, c: Completion, b: Completion | None) -> AssertionOutcome:
-    code = _fenced(c.text)
+    code = fenced(c.text)
     code = c.text if code is None else code
     if not code.strip():
         return AssertionOutcome(x.type, False, "no code in the content")

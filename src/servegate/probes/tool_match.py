@@ -7,10 +7,10 @@ argument takes one of its allowed values. Parallel calls match in any order.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from servegate.endpoints.json_text import parse_json
 from servegate.endpoints.types import ToolCall as WireCall
 from servegate.probes.assertions import ExpectedCall
 from servegate.probes.schema import validate
@@ -20,17 +20,12 @@ def call_problems(expected: ExpectedCall, actual: WireCall) -> list[str]:
     """Why `actual` is not the expected call (empty when it matches)."""
     if actual.name != expected.name:
         return [f"called {actual.name!r}, expected {expected.name!r}"]
-    try:
-        args = json.loads(actual.arguments, parse_constant=_refuse_constant)
-    except ValueError as exc:
-        return [f"{actual.name}: arguments are not valid JSON ({exc}): {actual.arguments!r}"]
+    args, error = parse_json(actual.arguments)
+    if error is not None:
+        return [f"{actual.name}: arguments are not valid JSON ({error}): {actual.arguments!r}"]
     if not isinstance(args, dict):
         return [f"{actual.name}: arguments are not a JSON object: {actual.arguments!r}"]
     return [f"{actual.name}: {p}" for p in _argument_problems(expected, args)]
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _argument_problems(expected: ExpectedCall, args: dict[str, Any]) -> list[str]:

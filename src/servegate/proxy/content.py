@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from servegate.endpoints.answers import AnswerClass, AnswerClassification, classify_answer
 from servegate.endpoints.errors import ErrorCategory
+from servegate.endpoints.json_text import parse_json
 from servegate.endpoints.types import Completion
-from servegate.probes.structure import parse_json
 from servegate.proxy.exchange import Exchange
-from servegate.stats.answers import AnswerClass, AnswerClassification, classify_answer
 from servegate.stats.degeneration import degeneration_metrics, is_severe, repeated_token_ratio
 
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
-HUNG = frozenset({AnswerClass.TIMEOUT, AnswerClass.ABANDONED})
+# The canary's `timeout` metric: the side hung (AnswerClass.TIMEOUT, endpoints.errors.HUNG) or
+# the user gave up waiting for it (ABANDONED) — both are an answer not given in time.
+NOT_IN_TIME = frozenset({AnswerClass.TIMEOUT, AnswerClass.ABANDONED})
 
 
 def asks_for_json(request: Mapping[str, Any]) -> bool:
@@ -39,7 +41,7 @@ def json_failure(completion: Completion) -> bool:
 def classify_exchange(
     exchange: Exchange, completion: Completion | None, request: Mapping[str, Any]
 ) -> AnswerClassification:
-    """The answer's class by the one classifier (stats/answers.py); without a Completion (a path
+    """The answer's class by the one classifier (endpoints/answers.py); without a Completion (a path
     with no text, or an answer too large to keep) from the exchange's status alone."""
     if completion is not None:
         error = completion.error
@@ -76,7 +78,7 @@ def request_metrics(
     answer = classify_exchange(exchange, completion, request)
     metrics: dict[str, float] = {
         "error": float(not answer.ok),
-        "timeout": float(answer.kind in HUNG),
+        "timeout": float(answer.kind in NOT_IN_TIME),
         f"answer_{answer.kind.value}": 1.0,
     }
     # A bad answer's latency is no latency sample (as in the gates: latencies of ok answers).

@@ -70,7 +70,7 @@ class ProxyMetrics:
         )  # fmt: skip
         self.answers = Counter(
             f"{PREFIX}_answers",
-            "answers by the one answer classifier's class (servegate.stats.answers)",
+            "answers by the one answer classifier's class (servegate.endpoints.answers)",
             ["side", "answer_class"], registry=r,
         )  # fmt: skip
         self.flags = {

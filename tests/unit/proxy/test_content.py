@@ -1,4 +1,4 @@
-"""Every answer the proxy serves is classified by the one answer classifier (stats/answers.py):
+"""Every answer the proxy serves is classified by the one answer classifier (endpoints/answers.py):
 an HTTP 200 that carries an error, a stream that breaks or ends without a finish reason, an
 empty answer, JSON that does not parse where JSON was asked, degenerate text — each is an error
 of the side that served it, not only HTTP >= 500 and transport failures."""

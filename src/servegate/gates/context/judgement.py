@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory
+from servegate.endpoints.json_text import parse_json
 from servegate.endpoints.types import Completion
 from servegate.gates.context.plan import (
     CATEGORY,
@@ -40,11 +40,8 @@ class SideVerdict:
 
 
 def _json_object(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    value, error = parse_json(raw)
+    return value if error is None and isinstance(value, dict) else None
 
 
 def _calls(c: Completion) -> tuple[tuple[str | None, object], ...]:

@@ -34,7 +34,7 @@ from servegate.gates.embeddings.plan import (
     shipped_inputs,
     shipped_rerank,
 )
-from servegate.gates.pair import HUNG, EndpointPair
+from servegate.gates.pair import EndpointPair
 
 __all__ = [
     "NAME",
@@ -53,7 +53,7 @@ __all__ = [
 
 
 def _hung(result: Embeddings) -> bool:
-    return result.error is not None and result.error.category in HUNG
+    return result.error is not None and result.error.hung
 
 
 async def collect(

@@ -98,7 +98,7 @@ def _content_findings(j: Judged, ev: GoldenEvidence, kinds: Counter[str]) -> lis
         (True, obs.baseline_stream, obs.candidate_stream),
     ):
         if c.error is not None and b.error is None:
-            if c.error.category in ("timeout", "stalled"):
+            if c.error.hung:
                 msg = "no answer within the deadline scaled to the baseline's latency, twice"
                 out.append(_finding(j, ev, "timeout", Severity.CRITICAL, msg, streamed=streamed))
             elif c.error.category != "not_sent":

@@ -25,7 +25,7 @@ from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.load.bench import evaluate_step
 from servegate.load.driver import Exchange, StepBounds, StepEvidence
-from servegate.load.metrics import TIMEOUT_CATEGORIES, RequestMeasure, measure
+from servegate.load.metrics import RequestMeasure, measure
 from servegate.load.workload import SyntheticWorkload, WorkItem
 from servegate.stats.distribution import DistributionSummary
 
@@ -103,7 +103,7 @@ def block_bounds(settings: PerformanceConfig, requests: int, deadline_s: float) 
 def all_timed_out(step: StepEvidence) -> bool:
     """Every measured request of the step timed out (or stalled): the side looks hung."""
     errors = [x.completion.error for x in step.exchanges]
-    return bool(errors) and all(e is not None and e.category in TIMEOUT_CATEGORIES for e in errors)
+    return bool(errors) and all(e is not None and e.hung for e in errors)
 
 
 def capacity_first_index(settings: PerformanceConfig, step: int) -> int:

@@ -47,7 +47,7 @@ class CapacityEvidence:
     @property
     def hung(self) -> bool:
         err = self.result.error if self.result is not None else None
-        return err is not None and err.category in ("timeout", "stalled")
+        return err is not None and err.hung
 
 
 def kv_capacity(metrics_text: str) -> int | None:

@@ -114,11 +114,7 @@ async def _side(pair: EndpointPair, ep: Endpoint, cfg: GateConfig, words: int) -
     recovered_ms, window_s = None, 0.0
     # Only a side that answered the ready request can be waited for: one that answered nothing
     # is hung, not busy, and waiting would only delay the verdict.
-    if (
-        ready.ok
-        and impossible.error is not None
-        and impossible.error.category in ("timeout", "stalled")
-    ):
+    if ready.ok and impossible.error is not None and impossible.error.hung:
         # A server that keeps computing a request its client abandoned answers every later
         # request late: wait until it answers again, so the gates after this one measure the
         # server and not this probe's leftovers, and say how long that took.
@@ -221,7 +217,7 @@ def _impossible_findings(ev: StartupEvidence, policy: Policy) -> list[Finding]:
     python_body = f"{{'prompt': {IMPOSSIBLE_WORD!r} * {ev.impossible_words}, 'max_tokens': 16}}"
     repro = curl(c.base_url, "completions", {}, python_body=python_body)
     cerr = c.impossible.error
-    if cerr is not None and cerr.category in ("timeout", "stalled"):
+    if cerr is not None and cerr.hung:
         return [
             Finding(
                 probe="impossible-request",

@@ -9,10 +9,11 @@ parse. Plain values in, so any layer can call it; the first problem found is the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servegate.endpoints.errors import HUNG
+from servegate.endpoints.json_text import is_json
 from servegate.stats.degeneration import degeneration_metrics, is_severe
 
 __all__ = ["AnswerClass", "AnswerClassification", "classify_answer"]
@@ -35,8 +36,7 @@ class AnswerClass(StrEnum):
 # Request error categories (endpoints.errors.ErrorCategory values) that are a class of their own;
 # every other category is FAILED.
 _ERROR_CLASSES = {
-    "timeout": AnswerClass.TIMEOUT,
-    "stalled": AnswerClass.TIMEOUT,
+    **{category.value: AnswerClass.TIMEOUT for category in HUNG},
     "cancelled": AnswerClass.ABANDONED,
     "error_body": AnswerClass.ERROR_BODY,
     "stream_error": AnswerClass.STREAM_ERROR,
@@ -70,14 +70,6 @@ class AnswerClassification:
         return self.kind is AnswerClass.OK
 
 
-def _parses(text: str) -> bool:
-    try:
-        json.loads(text.strip())
-    except ValueError:
-        return False
-    return True
-
-
 def classify_answer(
     *,
     error: str | None,
@@ -101,7 +93,7 @@ def classify_answer(
         severe = is_severe(degeneration_metrics(text))
         if severe is not None:
             return AnswerClassification(AnswerClass.DEGENERATE, severe)
-    if json_asked and not _parses(text):
+    if json_asked and not is_json(text):
         return AnswerClassification(AnswerClass.INVALID_JSON, "the answer does not parse as JSON")
     if not tool_args_valid:
         return AnswerClassification(
