@@ -1,10 +1,15 @@
-"""One classification of one answer: ok, or the first thing wrong with it.
+"""One classification of one answer: ok, or the first thing wrong with it — and the two rules
+that compare an answer with another.
 
-The gates, the proxy and the canary read an answer the same way: a request that failed (its
-error category from the endpoints' parser), an HTTP 200 that carries an error, a stream that
-breaks or ends without a finish reason, an empty answer, degenerate text (`degeneration.
-is_severe`), text that does not parse where JSON was asked, tool-call arguments that do not
-parse. Plain values in, so any layer can call it; the first problem found is the class.
+The gates, the load checks, the proxy and the canary read an answer the same way: a request that
+failed (its error category from the endpoints' parser), an HTTP 200 that carries an error, a
+stream that breaks or ends without a finish reason, an empty answer, degenerate text
+(`degeneration.is_severe`), text that does not parse where JSON was asked (`json_text`), tool-call
+arguments that are not a JSON object. The first problem found is the class; every content problem
+found is kept too (`problems`), so a rate of one kind (degenerate answers, say) counts an answer
+that also has another. Relative to a reference answer (the baseline's, the primary's):
+`degenerate_relative` (degenerate where the reference is not) and `same_answer` (exact match:
+the text and the tool calls, name and arguments, in order).
 """
 
 from __future__ import annotations
@@ -14,9 +19,24 @@ from enum import StrEnum
 
 from servegate.endpoints.errors import HUNG
 from servegate.endpoints.json_text import is_json
-from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.endpoints.types import Completion
+from servegate.stats.degeneration import (
+    SOUP,
+    degeneration_metrics,
+    is_severe,
+    punctuation_soup,
+    severe_kind,
+)
 
-__all__ = ["AnswerClass", "AnswerClassification", "classify_answer"]
+__all__ = [
+    "AnswerClass",
+    "AnswerClassification",
+    "classify_answer",
+    "classify_completion",
+    "content_problems",
+    "degenerate_relative",
+    "same_answer",
+]
 
 
 class AnswerClass(StrEnum):
@@ -64,10 +84,40 @@ class AnswerClassification:
 
     kind: AnswerClass
     reason: str = ""
+    # Every content problem found, in the order checked (the first is `kind`); empty for a failed
+    # request, whose content is not read.
+    problems: tuple[AnswerClass, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.kind is AnswerClass.OK
+
+    def has(self, kind: AnswerClass) -> bool:
+        """Whether the answer has this problem (its class, or another content problem)."""
+        return kind is self.kind or kind in self.problems
+
+
+def content_problems(
+    *,
+    text: str,
+    tool_calls: int = 0,
+    tool_args_valid: bool = True,
+    json_asked: bool = False,
+) -> list[tuple[AnswerClass, str]]:
+    """Every problem of an answer's content, in order: empty, degenerate, invalid JSON, invalid
+    tool-call arguments (an answer's text is read even when its stream was cut)."""
+    found: list[tuple[AnswerClass, str]] = []
+    if not text.strip() and not tool_calls:
+        found.append((AnswerClass.EMPTY, "no text and no tool call"))
+    if text:
+        severe = is_severe(degeneration_metrics(text))
+        if severe is not None:
+            found.append((AnswerClass.DEGENERATE, severe))
+    if json_asked and not is_json(text):
+        found.append((AnswerClass.INVALID_JSON, "the answer does not parse as JSON"))
+    if not tool_args_valid:
+        found.append((AnswerClass.INVALID_TOOL_ARGS, "tool-call arguments are not a JSON object"))
+    return found
 
 
 def classify_answer(
@@ -85,18 +135,49 @@ def classify_answer(
     succeeded as far as the transport and the parser are concerned)."""
     if error is not None:
         return AnswerClassification(_ERROR_CLASSES.get(error, AnswerClass.FAILED), error_message)
+    found = content_problems(
+        text=text, tool_calls=tool_calls, tool_args_valid=tool_args_valid, json_asked=json_asked
+    )
     if streamed and finish_reason is None:
-        return AnswerClassification(AnswerClass.TRUNCATED, "stream ended without a finish_reason")
-    if not text.strip() and not tool_calls:
-        return AnswerClassification(AnswerClass.EMPTY, "no text and no tool call")
-    if text:
-        severe = is_severe(degeneration_metrics(text))
-        if severe is not None:
-            return AnswerClassification(AnswerClass.DEGENERATE, severe)
-    if json_asked and not is_json(text):
-        return AnswerClassification(AnswerClass.INVALID_JSON, "the answer does not parse as JSON")
-    if not tool_args_valid:
-        return AnswerClassification(
-            AnswerClass.INVALID_TOOL_ARGS, "tool-call arguments are not a JSON object"
-        )
-    return AnswerClassification(AnswerClass.OK)
+        found.insert(0, (AnswerClass.TRUNCATED, "stream ended without a finish_reason"))
+    if not found:
+        return AnswerClassification(AnswerClass.OK)
+    kind, reason = found[0]
+    return AnswerClassification(kind, reason, tuple(k for k, _ in found))
+
+
+def classify_completion(
+    completion: Completion, *, streamed: bool, json_asked: bool = False
+) -> AnswerClassification:
+    """`classify_answer` of a Completion as an endpoint returned it."""
+    error = completion.error
+    return classify_answer(
+        error=None if error is None else error.category.value,
+        error_message="" if error is None else error.message,
+        text=completion.text,
+        tool_calls=len(completion.tool_calls),
+        tool_args_valid=all(call.arguments_valid for call in completion.tool_calls),
+        finish_reason=completion.finish_reason,
+        streamed=streamed,
+        json_asked=json_asked,
+    )
+
+
+def degenerate_relative(text: str, reference: str) -> tuple[str, str] | None:
+    """(kind, why) when `text` is severely degenerate where `reference` is not — a severe kind
+    of its own, or punctuation soup where the reference wrote words — else None."""
+    mine, theirs = degeneration_metrics(text), degeneration_metrics(reference)
+    if is_severe(theirs):
+        return None
+    found = severe_kind(mine)
+    if found is not None:
+        return found
+    soup = punctuation_soup(mine, theirs)
+    return None if soup is None else (SOUP, soup)
+
+
+def same_answer(a: Completion, b: Completion) -> bool:
+    """Exact match: the same text and the same tool calls (name and arguments, in order)."""
+    calls_a = [(t.name, t.arguments) for t in a.tool_calls]
+    calls_b = [(t.name, t.arguments) for t in b.tool_calls]
+    return a.text == b.text and calls_a == calls_b

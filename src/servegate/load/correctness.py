@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from servegate.endpoints.answers import AnswerClass, classify_answer
+from servegate.endpoints.answers import AnswerClass, classify_completion
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.text import excerpt
 from servegate.endpoints.types import Completion
@@ -109,14 +109,7 @@ def check_responses(pairs: Sequence[tuple[WorkItem, Completion]]) -> Correctness
         counts["tool_calls"] += len(c.tool_calls)
         # One classifier for every answer servegate reads (the gates, the proxy, the canary):
         # the first problem found is the answer's class.
-        seen = classify_answer(
-            error=None,
-            text=c.text,
-            tool_calls=len(c.tool_calls),
-            tool_args_valid=all(call.arguments_valid for call in c.tool_calls),
-            finish_reason=c.finish_reason,
-            json_asked=item.expects_json,
-        )
+        seen = classify_completion(c, streamed=False, json_asked=item.expects_json)
         field = _FIELD_OF.get(seen.kind)
         if field is not None:
             counts[field] += 1

@@ -7,12 +7,12 @@ import json
 import re
 import unicodedata
 
+from servegate.endpoints.answers import AnswerClass, content_problems
 from servegate.endpoints.json_text import parse_json
 from servegate.endpoints.types import Completion
 from servegate.probes import assertions as a
 from servegate.probes.outcome import AssertionOutcome
 from servegate.probes.script import LANGUAGE_SCRIPTS, MARKER_WORDS, marker_words, script_shares
-from servegate.stats.degeneration import degeneration_metrics, is_severe
 
 REFUSAL_PHRASES = (
     "i can't",
@@ -145,11 +145,13 @@ def no_refusal(x: a.NoRefusal, c: Completion, b: Completion | None) -> Assertion
 
 
 def no_degeneration(x: a.NoDegeneration, c: Completion, b: Completion | None) -> AssertionOutcome:
-    metrics = degeneration_metrics(c.text)
-    reason = is_severe(metrics)
-    if reason is not None:
-        return AssertionOutcome(x.type, False, f"{reason}: {excerpt(c.content)}")
-    if metrics.empty and not c.tool_calls and not x.allow_empty:
+    found = dict(content_problems(text=c.text, tool_calls=len(c.tool_calls)))
+    if AnswerClass.DEGENERATE in found:
+        why = found[AnswerClass.DEGENERATE]
+        return AssertionOutcome(x.type, False, f"{why}: {excerpt(c.content)}")
+    # Empty is a problem of the answer (the classifier's); whether it fails the probe is
+    # relative: an empty answer where the baseline wrote text.
+    if AnswerClass.EMPTY in found and not x.allow_empty:
         if b is None:
             return AssertionOutcome(x.type, False, "empty output")
         if b.text.strip():

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servegate.endpoints.answers import degenerate_relative, same_answer
 from servegate.endpoints.body import decode_json, embeddings_of
 from servegate.endpoints.errors import FaultError
 from servegate.endpoints.types import Completion
-from servegate.gates.golden.probe import degenerate
 from servegate.gates.tokens import compare, cosine, token_pair
 from servegate.proxy.content import is_greedy, request_metrics
 from servegate.proxy.exchange import EMBEDDINGS_PATH, Exchange, completion_of
@@ -42,12 +42,6 @@ class PairComparison:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _same(a: Completion, b: Completion) -> bool:
-    calls_a = [(t.name, t.arguments) for t in a.tool_calls]
-    calls_b = [(t.name, t.arguments) for t in b.tool_calls]
-    return a.text == b.text and calls_a == calls_b
 
 
 def _delta(name: str, a: Mapping[str, float], b: Mapping[str, float]) -> float | None:
@@ -85,9 +79,10 @@ def compare_pair(
     exact = divergence = token_divergence = same_finish = degenerate_why = None
     if both and p is not None and c is not None:
         same_finish = p.finish_reason == c.finish_reason
-        degenerate_why = degenerate(c, p)
+        found = degenerate_relative(c.text, p.text)
+        degenerate_why = None if found is None else found[1]
         if greedy:
-            exact = _same(p, c)
+            exact = same_answer(p, c)
             divergence = first_divergence(p.text, c.text)
             tokens = token_pair(p, c)
             if tokens is not None:

@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from servegate.endpoints.answers import AnswerClass, AnswerClassification, classify_answer
+from servegate.endpoints.answers import (
+    AnswerClass,
+    AnswerClassification,
+    classify_answer,
+    classify_completion,
+)
 from servegate.endpoints.errors import ErrorCategory
-from servegate.endpoints.json_text import parse_json
 from servegate.endpoints.types import Completion
 from servegate.proxy.exchange import Exchange
-from servegate.stats.degeneration import degeneration_metrics, is_severe, repeated_token_ratio
+from servegate.stats.degeneration import degeneration_metrics, repeated_token_ratio
 
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
 # The canary's `timeout` metric: the side hung (AnswerClass.TIMEOUT, endpoints.errors.HUNG) or
@@ -32,28 +36,14 @@ def is_greedy(request: Mapping[str, Any]) -> bool:
     return (isinstance(temperature, int | float) and temperature == 0) or top_k == 1
 
 
-def json_failure(completion: Completion) -> bool:
-    """The answer does not parse as JSON (a fence around it is not accepted, as in JSON mode)."""
-    _, error = parse_json(completion.text, allow_fence=False)
-    return error is not None
-
-
 def classify_exchange(
     exchange: Exchange, completion: Completion | None, request: Mapping[str, Any]
 ) -> AnswerClassification:
     """The answer's class by the one classifier (endpoints/answers.py); without a Completion (a path
     with no text, or an answer too large to keep) from the exchange's status alone."""
     if completion is not None:
-        error = completion.error
-        return classify_answer(
-            error=None if error is None else error.category.value,
-            error_message="" if error is None else error.message,
-            text=completion.text,
-            tool_calls=len(completion.tool_calls),
-            tool_args_valid=all(call.arguments_valid for call in completion.tool_calls),
-            finish_reason=completion.finish_reason,
-            streamed=bool(request.get("stream")),
-            json_asked=asks_for_json(request),
+        return classify_completion(
+            completion, streamed=bool(request.get("stream")), json_asked=asks_for_json(request)
         )
     if exchange.client_gone:
         return classify_answer(
@@ -89,16 +79,14 @@ def request_metrics(
     timing = completion.timing
     if answer.ok and timing.token_chunk_ns:
         metrics["ttft_ms"] = (timing.token_chunk_ns[0] - timing.sent_ns) / 1e6
+    # The rates of each kind read the one classifier's problems (an answer can have several).
     text = completion.text
-    degeneration = degeneration_metrics(text)
-    metrics["empty_output"] = float(degeneration.empty and not completion.tool_calls)
+    metrics["empty_output"] = float(answer.has(AnswerClass.EMPTY))
     metrics["repeated_token_ratio"] = repeated_token_ratio(text)
-    metrics["abnormal_char_ratio"] = degeneration.abnormal_char_ratio
-    metrics["garbage"] = float(is_severe(degeneration) is not None)
+    metrics["abnormal_char_ratio"] = degeneration_metrics(text).abnormal_char_ratio
+    metrics["garbage"] = float(answer.has(AnswerClass.DEGENERATE))
     if asks_for_json(request):
-        metrics["json_parse_failure"] = float(json_failure(completion))
+        metrics["json_parse_failure"] = float(answer.has(AnswerClass.INVALID_JSON))
     if completion.tool_calls:
-        metrics["tool_call_parse_failure"] = float(
-            not all(call.arguments_valid for call in completion.tool_calls)
-        )
+        metrics["tool_call_parse_failure"] = float(answer.has(AnswerClass.INVALID_TOOL_ARGS))
     return metrics

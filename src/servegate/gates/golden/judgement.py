@@ -7,15 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servegate.config.models import Policy
+from servegate.endpoints.answers import degenerate_relative, same_answer
 from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl, describe
 from servegate.gates.golden.probe import (
     NAME,
     GoldenEvidence,
     Judged,
-    Observation,
     ProbeStatus,
-    degenerate_kind,
     judge,
     self_flips,
 )
@@ -111,7 +110,7 @@ def _content_findings(j: Judged, ev: GoldenEvidence, kinds: Counter[str]) -> lis
             continue
         if not (b.ok and c.ok):
             continue
-        if found := degenerate_kind(c, b):
+        if found := degenerate_relative(c.text, b.text):
             kind, why = found
             if kind in kinds:
                 msg = (
@@ -144,13 +143,13 @@ def _status_findings(j: Judged, ev: GoldenEvidence, degenerate_already: bool) ->
     if j.status in (ProbeStatus.WITHIN_NOISE, ProbeStatus.EXPLAINED):
         msg = f"changed, {j.status}: {j.why} ({text})"
         return [_finding(j, ev, "drift_explained", Severity.INFO, msg)]
-    if j.status is ProbeStatus.PASS and obs.baseline.ok and not _same_text(obs):
+    if (
+        j.status is ProbeStatus.PASS
+        and obs.baseline.ok
+        and not same_answer(obs.baseline, obs.candidate)
+    ):
         return [_finding(j, ev, "changed", Severity.INFO, "output differs from the baseline")]
     return []
-
-
-def _same_text(obs: Observation) -> bool:
-    return obs.baseline.text == obs.candidate.text
 
 
 def _stream_findings(j: Judged, ev: GoldenEvidence) -> list[Finding]:
@@ -511,7 +510,7 @@ def _metrics(ev: GoldenEvidence, judged: Sequence[Judged], tie: float) -> dict[s
     count = {s: sum(1 for j in judged if j.status is s) for s in ProbeStatus}
     obs = ev.observations
     both_ok = [o for o in obs if o.baseline.ok and o.candidate.ok]
-    same = sum(1 for o in both_ok if o.baseline.text == o.candidate.text)
+    same = sum(1 for o in both_ok if same_answer(o.baseline, o.candidate))
     deg_c = [degeneration_metrics(o.candidate.text) for o in obs]
     mismatches = [m for o in obs if (m := o.stream_mismatch) is not None]
     return {

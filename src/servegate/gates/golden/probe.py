@@ -14,19 +14,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 
+from servegate.endpoints.answers import same_answer
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.gates.golden.responses import ResponsesEvidence
 from servegate.gates.pair import timed_out
 from servegate.gates.tokens import TokenComparison, compare
 from servegate.probes import Probe, ProbeOutcome, check_probe
-from servegate.stats.degeneration import (
-    SOUP,
-    degeneration_metrics,
-    is_severe,
-    punctuation_soup,
-    severe_kind,
-)
 
 NAME = "golden"
 # The answers of one probe, in the order they are collected.
@@ -40,31 +34,6 @@ class ProbeStatus(StrEnum):
     EXPLAINED = "explained"  # regressed after a near-tie flip of the baseline (drift explained)
     BASELINE_FAIL = "baseline-fail"
     INCONCLUSIVE = "inconclusive"  # not measured on this probe
-
-
-def _same(a: Completion, b: Completion) -> bool:
-    calls = [(t.name, t.arguments) for t in a.tool_calls] == [
-        (t.name, t.arguments) for t in b.tool_calls
-    ]
-    return a.text == b.text and calls
-
-
-def degenerate(answer: Completion, reference: Completion) -> str | None:
-    """Why `answer` is severely degenerate where `reference` is not, or None."""
-    found = degenerate_kind(answer, reference)
-    return None if found is None else found[1]
-
-
-def degenerate_kind(answer: Completion, reference: Completion) -> tuple[str, str] | None:
-    """(kind, why) when `answer` is severely degenerate where `reference` is not, else None."""
-    mine, theirs = degeneration_metrics(answer.text), degeneration_metrics(reference.text)
-    if is_severe(theirs):
-        return None
-    found = severe_kind(mine)
-    if found is not None:
-        return found
-    soup = punctuation_soup(mine, theirs)
-    return None if soup is None else (SOUP, soup)
 
 
 @dataclass(frozen=True)
@@ -98,7 +67,7 @@ class Observation:
     def unstable(self) -> list[str]:
         """The baseline's own paths on which its answer changed (empty: stable, as far as seen)."""
         runs = (("streamed", self.baseline_stream), ("cache hit", self.baseline_hit))
-        return [name for name, r in runs if r.ok and not _same(r, self.baseline)]
+        return [name for name, r in runs if r.ok and not same_answer(r, self.baseline)]
 
     @property
     def stream_mismatch(self) -> tuple[bool, bool] | None:
@@ -107,8 +76,8 @@ class Observation:
         if not all(r.ok for r in runs):
             return None
         return (
-            not _same(self.baseline, self.baseline_stream),
-            not _same(self.candidate, self.candidate_stream),
+            not same_answer(self.baseline, self.baseline_stream),
+            not same_answer(self.candidate, self.candidate_stream),
         )
 
     def tokens(self) -> TokenComparison | None:

@@ -1,6 +1,6 @@
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.endpoints.types import Completion, TokenLogprob, ToolCall
 from servegate.gates.golden import GoldenEvidence, evaluate
 from servegate.gates.golden.probe import Observation, ProbeStatus, judge
 from servegate.probes import Probe, default_suite
@@ -290,3 +290,17 @@ def test_replacement_characters_in_a_stream_block_even_if_the_baseline_has_symbo
     assert (finding.probe, finding.severity) == ("multilingual-zh-answer:stream", Severity.CRITICAL)
     assert "U+FFFD" in finding.message
     assert {c.name: str(c.outcome) for c in result.checks}["stream_mismatch"] == "fail"
+
+
+def test_exact_match_rate_counts_a_changed_tool_call_with_the_same_text() -> None:
+    """Golden's exact-match rate is the one exact match (endpoints.answers.same_answer): text
+    and tool calls. Before, it compared text only, so two different calls with empty text were
+    counted as an exact match."""
+    probe = _probe("canary-ok")
+    call = ToolCall(0, "1", "f", '{"x": 1}')
+    other = ToolCall(0, "1", "f", '{"x": 2}')
+    b = Completion(status=200, content="OK", tool_calls=(call,), finish_reason="stop")
+    c = Completion(status=200, content="OK", tool_calls=(other,), finish_reason="stop")
+    result = evaluate(_evidence(_obs(probe, b, c)), Policy())
+    assert result.metrics["exact_match_rate"] == 0.0
+    assert result.metrics["changed"] == 1
