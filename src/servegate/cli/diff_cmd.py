@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from servegate.cli.console import fail, stdout
+from servegate.endpoints.text import clip
 from servegate.reports.diff import diff_reports
-from servegate.reports.plain import clip, plain
+from servegate.reports.plain import plain
 from servegate.store.reader import stored_report
 from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
 

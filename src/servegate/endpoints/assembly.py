@@ -17,7 +17,7 @@ from servegate.endpoints.draft import CompletionDraft, body_error, parse_usage
 from servegate.endpoints.errors import ErrorCategory, FaultError
 from servegate.endpoints.logprobs import chat_logprobs, legacy_logprobs
 from servegate.endpoints.sse import SSEEvent
-from servegate.endpoints.text import excerpt
+from servegate.endpoints.text import INLINE_CHARS, excerpt
 from servegate.endpoints.timing import TimingRecorder
 from servegate.endpoints.tool_calls import ToolCallMerger
 
@@ -59,11 +59,11 @@ class StreamAssembler:
             if not event.complete:
                 raise FaultError(
                     ErrorCategory.TRUNCATED,
-                    f"stream ended inside event {event.index}: {excerpt(event.data, 120)}",
+                    f"stream ended inside event {event.index}: {excerpt(event.data, INLINE_CHARS)}",
                 ) from None
             raise FaultError(
                 ErrorCategory.PARSE,
-                f"event {event.index} is not JSON: {excerpt(event.data, 120)}",
+                f"event {event.index} is not JSON: {excerpt(event.data, INLINE_CHARS)}",
             ) from None
         self._chunk(chunk, event)
 

@@ -11,7 +11,7 @@ from typing import Any
 from servegate.endpoints.draft import CompletionDraft, body_error, parse_usage
 from servegate.endpoints.errors import ErrorCategory, FaultError
 from servegate.endpoints.logprobs import chat_logprobs, legacy_logprobs, native_prompt_logprobs
-from servegate.endpoints.text import excerpt
+from servegate.endpoints.text import INLINE_CHARS, excerpt
 from servegate.endpoints.tool_calls import message_tool_calls
 from servegate.endpoints.types import Usage
 
@@ -26,7 +26,7 @@ def decode_json(data: bytes, what: str = "response body") -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise FaultError(
-            ErrorCategory.PARSE, f"{what} is not JSON ({exc}): {excerpt(text, 120)}"
+            ErrorCategory.PARSE, f"{what} is not JSON ({exc}): {excerpt(text, INLINE_CHARS)}"
         ) from exc
 
 

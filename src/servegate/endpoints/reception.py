@@ -16,7 +16,7 @@ from servegate.endpoints.body import completion_draft, decode_json, embeddings_o
 from servegate.endpoints.draft import CompletionDraft, RequestContext, body_error
 from servegate.endpoints.errors import ErrorCategory, FaultError, RequestError
 from servegate.endpoints.sse import SSEParser
-from servegate.endpoints.text import excerpt
+from servegate.endpoints.text import FINDING_CHARS, excerpt
 from servegate.endpoints.timing import TimingRecorder, is_buffered
 from servegate.endpoints.transport import Body, ResponseHead, TimeoutConfig
 from servegate.endpoints.types import Completion, Embeddings, RawResponse
@@ -55,10 +55,10 @@ async def status_fault(response: ResponseHead, reader: Body) -> FaultError:
     message = ""
     with contextlib.suppress(FaultError):
         message = body_error(decode_json(body)) or ""
-    detail = f": {excerpt(message, 200)}" if message else ""
+    detail = f": {excerpt(message, FINDING_CHARS)}" if message else ""
     if 300 <= status < 400:
         where = response.headers.get("Location", "")
-        target = excerpt(where.split("?", 1)[0], 200)
+        target = excerpt(where.split("?", 1)[0], FINDING_CHARS)
         return FaultError(
             ErrorCategory.PROTOCOL, f"HTTP {status} redirect to {target} (not followed)"
         )

@@ -1,12 +1,16 @@
-"""Text taken in from a server: lone surrogates cleaned, excerpts bounded and control-free."""
+"""Text taken in from a server: lone surrogates cleaned; and the one rule for showing a piece of
+it — `clip` (cut, saying how much) and `excerpt` (clipped and printable) — with its lengths."""
 
 from __future__ import annotations
 
 import re
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-EXCERPT_CHARS = 300
+# How much of a text a report shows, by where it is shown:
+EXCERPT_CHARS = 300  # a body or a message on its own (an error body, a stream's error event)
+FINDING_CHARS = 200  # an answer in a finding's baseline/candidate excerpt
+INLINE_CHARS = 120  # data quoted inside a one-line error message (an SSE event that is not JSON)
+QUOTE_CHARS = 80  # an answer quoted inside an assertion's one-line reason
 
 
 def clean_surrogates(text: str) -> tuple[str, bool]:
@@ -23,16 +27,34 @@ def clean_surrogates(text: str) -> tuple[str, bool]:
     return _SURROGATE.sub("\ufffd", joined), True
 
 
-def excerpt(data: bytes | str, limit: int = EXCERPT_CHARS) -> str:
-    """The first `limit` characters of a body, control characters escaped as \\xNN."""
+def clip(text: str, limit: int) -> str:
+    """At most `limit` characters, with a marker saying how many were cut."""
+    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit})"
+
+
+def _printable(ch: str) -> str:
+    if ch.isprintable() or ch in "\n\t":
+        return ch
+    return f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}"
+
+
+def excerpt(data: bytes | str | None, limit: int = EXCERPT_CHARS) -> str:
+    """A printable excerpt: bytes decoded (invalid UTF-8 replaced), surrogates cleaned, control
+    and other non-printable characters escaped (\\xNN, \\uNNNN; newline and tab kept), cut by
+    `clip`. None stays visible as `<null>`."""
+    if data is None:
+        return "<null>"
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    cut = len(text) > limit
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text[:limit])
     text, _ = clean_surrogates(text)
-    return text + "…" if cut else text
+    return clip("".join(_printable(ch) for ch in text), limit)
+
+
+def quoted(text: str | None, limit: int = QUOTE_CHARS) -> str:
+    """An answer quoted inside a one-line reason: its repr, clipped; None stays `null`."""
+    return "null" if text is None else repr(clip(text, limit))
 
 
 def exception_text(exc: BaseException) -> str:
     """An exception for a message: its type and a bounded excerpt of its text."""
     text = str(exc)
-    return f"{type(exc).__name__}: {excerpt(text, 200)}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {excerpt(text, FINDING_CHARS)}" if text else type(exc).__name__

@@ -1,4 +1,5 @@
-"""Helpers that turn raw observations into finding fields: excerpts and curl reproducers."""
+"""Finding fields from raw observations: what came back (`describe`) and curl reproducers.
+Excerpts follow the one rule in servegate.endpoints.text."""
 
 from __future__ import annotations
 
@@ -7,24 +8,14 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from servegate.endpoints.text import FINDING_CHARS
+from servegate.endpoints.text import excerpt as text_excerpt
 from servegate.endpoints.types import Completion
 
-EXCERPT_CHARS = 200
 
-
-def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
-    """A short, printable excerpt: control characters escaped, long text cut with a marker."""
-    if text is None:
-        return "<null>"
-    cleaned = "".join(
-        ch
-        if ch.isprintable() or ch in "\n\t"
-        else f"\\x{ord(ch):02x}"
-        if ord(ch) < 256
-        else f"\\u{ord(ch):04x}"
-        for ch in text
-    )
-    return cleaned if len(cleaned) <= limit else cleaned[:limit] + f"… (+{len(cleaned) - limit})"
+def excerpt(text: str | None, limit: int = FINDING_CHARS) -> str:
+    """An answer as a finding shows it (servegate.endpoints.text.excerpt, FINDING_CHARS)."""
+    return text_excerpt(text, limit)
 
 
 def describe(result: Completion) -> str:

@@ -9,6 +9,7 @@ import unicodedata
 
 from servegate.endpoints.answers import AnswerClass, content_problems
 from servegate.endpoints.json_text import parse_json
+from servegate.endpoints.text import quoted
 from servegate.endpoints.types import Completion
 from servegate.probes import assertions as a
 from servegate.probes.outcome import AssertionOutcome
@@ -39,13 +40,6 @@ REFUSAL_PHRASES = (
 )
 
 
-def excerpt(text: str | None, limit: int = 80) -> str:
-    """A short repr of content for messages; None stays visible as null."""
-    if text is None:
-        return "null"
-    return repr(text if len(text) <= limit else text[:limit] + "…")
-
-
 def _fold(text: str, ignore_case: bool) -> str:
     return text.casefold() if ignore_case else text
 
@@ -53,20 +47,18 @@ def _fold(text: str, ignore_case: bool) -> str:
 def equals(x: a.Equals, c: Completion, b: Completion | None) -> AssertionOutcome:
     got = c.text.strip() if x.strip else c.text
     ok = _fold(got, x.ignore_case) == _fold(x.value, x.ignore_case)
-    return AssertionOutcome(x.type, ok, f"expected {x.value!r}, got {excerpt(c.content)}")
+    return AssertionOutcome(x.type, ok, f"expected {x.value!r}, got {quoted(c.content)}")
 
 
 def contains(x: a.Contains, c: Completion, b: Completion | None) -> AssertionOutcome:
     ok = _fold(x.value, x.ignore_case) in _fold(c.text, x.ignore_case)
-    return AssertionOutcome(
-        x.type, ok, f"{x.value!r} {'' if ok else 'not '}in {excerpt(c.content)}"
-    )
+    return AssertionOutcome(x.type, ok, f"{x.value!r} {'' if ok else 'not '}in {quoted(c.content)}")
 
 
 def not_contains(x: a.NotContains, c: Completion, b: Completion | None) -> AssertionOutcome:
     found = _fold(x.value, x.ignore_case) in _fold(c.text, x.ignore_case)
     return AssertionOutcome(
-        x.type, not found, f"{x.value!r} {'' if found else 'not '}in {excerpt(c.content)}"
+        x.type, not found, f"{x.value!r} {'' if found else 'not '}in {quoted(c.content)}"
     )
 
 
@@ -74,7 +66,7 @@ def regex(x: a.Regex, c: Completion, b: Completion | None) -> AssertionOutcome:
     flags = re.IGNORECASE if x.ignore_case else 0
     match = (re.fullmatch if x.full else re.search)(x.pattern, c.text.strip(), flags)
     verb = "matches" if match else "does not match"
-    return AssertionOutcome(x.type, match is not None, f"{excerpt(c.content)} {verb} /{x.pattern}/")
+    return AssertionOutcome(x.type, match is not None, f"{quoted(c.content)} {verb} /{x.pattern}/")
 
 
 def max_length(x: a.MaxLength, c: Completion, b: Completion | None) -> AssertionOutcome:
@@ -134,13 +126,13 @@ def _refusal_phrase(text: str, phrases: tuple[str, ...] | None) -> str | None:
 
 def refusal(x: a.Refusal, c: Completion, b: Completion | None) -> AssertionOutcome:
     phrase = _refusal_phrase(c.text, x.phrases)
-    msg = f"refused ({phrase!r})" if phrase else f"no refusal phrase in {excerpt(c.content)}"
+    msg = f"refused ({phrase!r})" if phrase else f"no refusal phrase in {quoted(c.content)}"
     return AssertionOutcome(x.type, phrase is not None, msg)
 
 
 def no_refusal(x: a.NoRefusal, c: Completion, b: Completion | None) -> AssertionOutcome:
     phrase = _refusal_phrase(c.text, x.phrases)
-    msg = f"refused ({phrase!r}): {excerpt(c.content)}" if phrase else "answered without refusing"
+    msg = f"refused ({phrase!r}): {quoted(c.content)}" if phrase else "answered without refusing"
     return AssertionOutcome(x.type, phrase is None, msg)
 
 
@@ -148,7 +140,7 @@ def no_degeneration(x: a.NoDegeneration, c: Completion, b: Completion | None) ->
     found = dict(content_problems(text=c.text, tool_calls=len(c.tool_calls)))
     if AnswerClass.DEGENERATE in found:
         why = found[AnswerClass.DEGENERATE]
-        return AssertionOutcome(x.type, False, f"{why}: {excerpt(c.content)}")
+        return AssertionOutcome(x.type, False, f"{why}: {quoted(c.content)}")
     # Empty is a problem of the answer (the classifier's); whether it fails the probe is
     # relative: an empty answer where the baseline wrote text.
     if AnswerClass.EMPTY in found and not x.allow_empty:
@@ -201,6 +193,5 @@ def matches_baseline(x: a.MatchesBaseline, c: Completion, b: Completion | None) 
     return AssertionOutcome(
         x.type,
         False,
-        f"differs from the baseline at character {at}: "
-        f"{excerpt(c.content)} vs {excerpt(b.content)}",
+        f"differs from the baseline at character {at}: {quoted(c.content)} vs {quoted(b.content)}",
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 
 from servegate.endpoints.json_text import fenced, parse_json
+from servegate.endpoints.text import quoted
 from servegate.endpoints.types import Completion
 from servegate.probes import assertions as a
-from servegate.probes.content import excerpt
 from servegate.probes.outcome import AssertionOutcome
 from servegate.probes.schema import validate
 from servegate.probes.tool_match import match_calls
@@ -16,14 +16,14 @@ from servegate.probes.tool_match import match_calls
 def is_json(x: a.IsJson, c: Completion, b: Completion | None) -> AssertionOutcome:
     _, error = parse_json(c.text, x.allow_fence)
     if error:
-        return AssertionOutcome(x.type, False, f"not JSON ({error}): {excerpt(c.content)}")
+        return AssertionOutcome(x.type, False, f"not JSON ({error}): {quoted(c.content)}")
     return AssertionOutcome(x.type, True, "valid JSON")
 
 
 def json_schema(x: a.JsonSchema, c: Completion, b: Completion | None) -> AssertionOutcome:
     value, error = parse_json(c.text, x.allow_fence)
     if error:
-        return AssertionOutcome(x.type, False, f"not JSON ({error}): {excerpt(c.content)}")
+        return AssertionOutcome(x.type, False, f"not JSON ({error}): {quoted(c.content)}")
     problems = validate(value, x.json_schema)
     if problems:
         return AssertionOutcome(x.type, False, "; ".join(problems[:5]))
@@ -32,7 +32,7 @@ def json_schema(x: a.JsonSchema, c: Completion, b: Completion | None) -> Asserti
 
 def tool_call(x: a.ToolCall, c: Completion, b: Completion | None) -> AssertionOutcome:
     if not c.tool_calls:
-        return AssertionOutcome(x.type, False, f"no tool call; content {excerpt(c.content)}")
+        return AssertionOutcome(x.type, False, f"no tool call; content {quoted(c.content)}")
     problems = match_calls(x.calls, c.tool_calls, exact=x.exact)
     if problems:
         return AssertionOutcome(x.type, False, "; ".join(problems))

@@ -15,7 +15,7 @@ from servegate.endpoints.body import completion_draft, decode_json
 from servegate.endpoints.draft import CompletionDraft, RequestContext, body_error
 from servegate.endpoints.errors import ErrorCategory, FaultError, RequestError
 from servegate.endpoints.sse import SSEParser
-from servegate.endpoints.text import excerpt
+from servegate.endpoints.text import FINDING_CHARS, excerpt
 from servegate.endpoints.timing import TimingRecorder
 from servegate.endpoints.types import Completion
 
@@ -116,7 +116,7 @@ def completion_of(exchange: Exchange, path: str, request: Mapping[str, Any]) -> 
                 if exchange.status is not None and exchange.status >= 500
                 else ErrorCategory.REJECTED
             )
-            raise FaultError(category, f"HTTP {exchange.status}: {excerpt(message, 200)}")
+            raise FaultError(category, f"HTTP {exchange.status}: {excerpt(message, FINDING_CHARS)}")
         content_type = exchange.headers.get("content-type", "").split(";")[0].strip()
         chunks = decoded_chunks(exchange)
         if streaming and content_type == "text/event-stream":

@@ -13,7 +13,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from servegate.reports.plain import clip, plain
+from servegate.endpoints.text import clip
+from servegate.reports.plain import plain
 from servegate.verdict.model import (
     Check,
     Divergence,

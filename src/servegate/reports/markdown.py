@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from servegate.endpoints.text import clip
 from servegate.reports.changes import changes, launch_lines, summary
-from servegate.reports.plain import clip, plain
+from servegate.reports.plain import plain
 from servegate.verdict.model import Finding, GateResult, Report, Status
 
 # GitHub refuses a PR comment over 65,536 characters; stay under it with room for the footer.

@@ -34,8 +34,3 @@ def plain(text: object, *, one_line: bool = False) -> str:
         else:
             out.append(_escape(ch))
     return "".join(out)
-
-
-def clip(text: str, limit: int) -> str:
-    """At most `limit` characters, with a marker saying how many were cut."""
-    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit})"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servegate.reports.plain import clip, plain
+from servegate.endpoints.text import clip
+from servegate.reports.plain import plain
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from typing import Any
 from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.json_text import parse_json
+from servegate.endpoints.text import FINDING_CHARS, clip
 from servegate.endpoints.types import Completion
 from servegate.gates.context.plan import (
     CATEGORY,
@@ -161,7 +162,8 @@ def _excerpt(obs: Observation, runs: Sequence[Completion]) -> str:
     if not runs:
         return "<not sent>"
     labelled = zip(RUN_LABELS[obs.kind], runs, strict=True)
-    return " | ".join(f"{label}: {describe(r)}" for label, r in labelled)[:600]
+    # Several answers side by side: room for three of them at FINDING_CHARS each.
+    return clip(" | ".join(f"{label}: {describe(r)}" for label, r in labelled), 3 * FINDING_CHARS)
 
 
 def _findings(
