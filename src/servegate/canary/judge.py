@@ -28,14 +28,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from math import comb
 from typing import Any, Literal
 
 import numpy as np
 
 from servegate.config.models import Policy
+from servegate.stats.aa import deviation, widen_factor
 from servegate.stats.classification import Classification, classify
 from servegate.stats.distribution import DistributionSummary
+from servegate.stats.mann_whitney import can_be_significant, smallest_p
 from servegate.stats.proportions import rate_increase
 from servegate.verdict.judgement import check, judge, not_measured
 from servegate.verdict.model import Check, Outcome, Status
@@ -171,16 +172,13 @@ def rate_check(
             limit = policy.noise_k * s_inc
             floor = f"; widened to noise_k × the secondary's +{s_inc * 100:.1f} pts"
     if rule.band == "difference":
-        beyond = inc.increase > limit
         shown = f"{inc.increase * 100:+.1f} pts"
         bound = f"≤ +{limit * 100:.3g} pts unless not significant (Fisher p < {alpha:g}){floor}"
     else:
-        base = inc.baseline_rate
-        beyond = inc.candidate_rate > 0 and (base == 0 or inc.candidate_rate >= limit * base)
-        ratio = math.inf if base == 0 else inc.candidate_rate / base
+        ratio = inc.ratio if inc.ratio is not None else 0.0
         shown = "∞×" if math.isinf(ratio) else f"{ratio:.2f}×"
         bound = f"< {limit:g}× unless not significant (Fisher p < {alpha:g})"
-    failed = beyond and inc.p_value < alpha
+    failed = inc.regressed(limit, alpha, rule.band)
     return check(
         metric,
         rule.title,
@@ -234,8 +232,8 @@ def latency_check(
         why = f"too few answers: primary {len(primary)}, candidate {len(candidate)} (need "
         why += f"{need} each, canary.min_requests)"
         return not_measured(metric, rule.title, why, core=rule.core), values
-    floor_p = 1 / comb(len(bb) + len(cb), len(bb)) if bb and cb else 1.0
-    if len(bb) < 2 or len(cb) < 2 or floor_p >= alpha:
+    if not can_be_significant(len(bb), len(cb), alpha):
+        floor_p = smallest_p(len(bb), len(cb))
         why = (
             f"{len(bb)} primary and {len(cb)} candidate blocks of {size} answers cannot show a "
             f"significant rise (smallest possible p {floor_p:.2g} ≥ {alpha:g}); "
@@ -246,7 +244,7 @@ def latency_check(
     sb = _blocks(secondary, size) if secondary is not None else []
     if len(sb) >= 2:
         aa = _median(sb) / _median(bb) if _median(bb) > 0 else 1.0
-        d = max(aa, 1 / aa) - 1 if aa > 0 else 0.0
+        d = deviation(aa) or 0.0
         values["secondary_ratio"] = aa
         if d > policy.performance_aa_max:
             why = (
@@ -254,7 +252,7 @@ def latency_check(
                 f"judge (performance_aa_max {policy.performance_aa_max:g})"
             )
             return not_measured(metric, rule.title, why, core=rule.core), values
-        widen = 1 + policy.performance_aa_k * d
+        widen = widen_factor(d, policy.performance_aa_k)
         floor = f"; widened ×{widen:.2f} by the secondary's deviation (performance_aa_k)"
     band = (1 + allowed) * widen - 1
     cls = classify(

@@ -96,6 +96,4 @@ def replay_command(
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, json_out)
-    if summary.verdict == "inconclusive":
-        raise SystemExit(3)
-    raise SystemExit(1 if summary.verdict == "fail" else 0)
+    raise SystemExit(summary.exit_code)

@@ -20,6 +20,9 @@ import aiohttp
 from servegate.proxy.comparison import PairComparison, compare_pair
 from servegate.proxy.exchange import CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, Exchange
 from servegate.proxy.settings import Upstream
+from servegate.verdict.judgement import check, gate_result
+from servegate.verdict.model import Outcome
+from servegate.verdict.rules import decide
 
 
 class TrafficFileError(ValueError):
@@ -156,7 +159,8 @@ class ReplaySummary:
     candidate_degenerate: int
     json_regressions: int  # the candidate's JSON does not parse where the baseline's does
     tool_call_regressions: int
-    verdict: str  # pass | fail | inconclusive
+    verdict: str  # pass | fail | inconclusive (verdict.rules.decide)
+    exit_code: int  # the verdict's exit code (0 pass, 1 fail, 3 inconclusive)
     reasons: tuple[str, ...]
 
     def as_dict(self) -> dict[str, Any]:
@@ -167,11 +171,22 @@ def _regressed(name: str, c: PairComparison) -> bool:
     return c.primary_metrics.get(name) == 0.0 and c.candidate_metrics.get(name) == 1.0
 
 
+# What a replayed pair can show against the baseline, as checks of the gates' one rule.
+_REGRESSIONS = {
+    "candidate_errors": "the candidate fails a request the baseline answered",
+    "candidate_degenerate": "the candidate's answer is degenerate where the baseline's is not",
+    "json_regressions": "the candidate's JSON does not parse where the baseline's does",
+    "tool_call_regressions": "the candidate's tool-call arguments do not parse where the "
+    "baseline's do",
+}
+
+
 def judge(pairs: Sequence[ReplayedPair]) -> ReplaySummary:
     """Fail on what the gates call a regression (the candidate fails where the baseline did not:
     errors, degenerate output, JSON or tool-call arguments that stop parsing); inconclusive when
-    no pair was answered by the baseline. Exact-match rate is reported, not judged: a replay has
-    no noise floor to judge drift against."""
+    no pair was answered by the baseline. Each is a check, and the run-level rule is the gates'
+    own (`verdict.rules.decide`). Exact-match rate is reported, not judged: a replay has no noise
+    floor to judge drift against."""
     comps = [p.comparison for p in pairs]
     both = sum(1 for c in comps if c.primary_ok and c.candidate_ok)
     counts = {
@@ -181,22 +196,28 @@ def judge(pairs: Sequence[ReplayedPair]) -> ReplaySummary:
         "json_regressions": sum(1 for c in comps if _regressed("json_parse_failure", c)),
         "tool_call_regressions": sum(1 for c in comps if _regressed("tool_call_parse_failure", c)),
     }
-    reasons = tuple(
-        f"{name.replace('_', ' ')}: {n}"
-        for name, n in counts.items()
-        if n and name != "baseline_errors"
-    )
-    if not any(c.primary_ok for c in comps):
-        verdict = "inconclusive"
-        reasons = ("the baseline answered none of the requests",)
+    answered = sum(1 for c in comps if c.primary_ok)
+    checks = [
+        check("baseline_answered", "the baseline answered the replayed requests",
+              failed=None if not answered else False, core=True,
+              candidate=f"{answered}/{len(comps)}",
+              reason="" if answered else "the baseline answered none of the requests"),
+        *(check(name, title, failed=counts[name] > 0, candidate=str(counts[name]),
+                limit="0", reason=f"{name.replace('_', ' ')}: {counts[name]}")
+          for name, title in _REGRESSIONS.items()),
+    ]  # fmt: skip
+    verdict = decide([gate_result("replay", checks)])
+    if not answered:
+        reasons: tuple[str, ...] = ("the baseline answered none of the requests",)
     else:
-        verdict = "fail" if reasons else "pass"
+        reasons = tuple(c.reason for c in checks[1:] if c.outcome is Outcome.FAIL)
     return ReplaySummary(
         pairs=len(comps),
         both_answered=both,
         greedy_pairs=sum(1 for c in comps if c.exact_match is not None),
         exact_matches=sum(1 for c in comps if c.exact_match),
-        verdict=verdict,
+        verdict=verdict.status.value,
+        exit_code=verdict.exit_code,
         reasons=reasons,
         **counts,
     )

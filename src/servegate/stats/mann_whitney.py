@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import comb
 from typing import Literal
 
 import numpy as np
@@ -68,3 +69,16 @@ def mann_whitney_u(
         effect=u / (b.size * c.size),
         alternative=alternative,
     )
+
+
+def smallest_p(n1: int, n2: int) -> float:
+    """The smallest one-sided p a rank test of `n1` against `n2` samples can reach (every value
+    of one side above every value of the other): 1 / C(n1 + n2, n1); 1.0 when a side is empty."""
+    return 1 / comb(n1 + n2, n1) if n1 and n2 else 1.0
+
+
+def can_be_significant(n1: int, n2: int, alpha: float) -> bool:
+    """Whether `n1` against `n2` samples (blocks) can show a significant shift at `alpha`: at
+    least 2 a side and a smallest possible p below it. The performance gate and the canary judge
+    block P95s by this one rule; fewer is not measured, never a pass."""
+    return n1 >= 2 and n2 >= 2 and smallest_p(n1, n2) < alpha

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,32 @@ class RateIncrease:
         """Candidate rate − baseline rate (0.01 = one point); None when a side sent nothing."""
         b, c = self.baseline_rate, self.candidate_rate
         return None if b is None or c is None else c - b
+
+    @property
+    def ratio(self) -> float | None:
+        """Candidate rate / baseline rate (inf when the baseline never failed and the candidate
+        did, None when a side sent nothing or neither failed)."""
+        b, c = self.baseline_rate, self.candidate_rate
+        if b is None or c is None or (b == 0 and c == 0):
+            return None
+        return math.inf if b == 0 else c / b
+
+    def beyond(self, limit: float, band: Literal["difference", "ratio"] = "difference") -> bool:
+        """Past the band: an increase above `limit` (difference, 0.01 = one point), or a rate at
+        least `limit` times the baseline's (ratio; any failure where the baseline had none)."""
+        b, c = self.baseline_rate, self.candidate_rate
+        if b is None or c is None:
+            return False
+        if band == "difference":
+            return c - b > limit
+        return c > 0 and (b == 0 or c >= limit * b)
+
+    def regressed(
+        self, limit: float, alpha: float, band: Literal["difference", "ratio"] = "difference"
+    ) -> bool:
+        """The one rate rule of the performance gate and the canary: past the band *and*
+        significant (one-sided Fisher exact p below `alpha`)."""
+        return self.beyond(limit, band) and self.p_value < alpha
 
 
 def rate_increase(

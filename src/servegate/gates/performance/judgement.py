@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import comb, isfinite
+from math import isfinite
 
 from servegate.config.models import Policy
 from servegate.gates.performance.capacity import capacity_check, capacity_details
@@ -43,9 +43,11 @@ from servegate.gates.performance.under_load import (
 )
 from servegate.load.metrics import measure
 from servegate.load.server_metrics import ServerEvidence, ServerMetrics, summarise_server
+from servegate.stats.aa import deviation, widen_factor
 from servegate.stats.bootstrap import RatioInterval, quantile_ratio_interval
 from servegate.stats.classification import Classification, MetricClassification, classify
 from servegate.stats.distribution import DistributionSummary
+from servegate.stats.mann_whitney import can_be_significant, smallest_p
 from servegate.stats.proportions import rate_increase
 from servegate.verdict.judgement import check, gate_result, not_measured
 from servegate.verdict.model import Check, Finding, GateResult, MetricValue, Outcome, Severity
@@ -89,10 +91,9 @@ def _reason(cls: MetricClassification, ci: RatioInterval, allowed: str) -> str:
 
 def _too_few_blocks(nb: int, nc: int, alpha: float, change: str) -> str | None:
     """Why `nb` and `nc` blocks cannot show a significant change, or None when they can."""
-    # The smallest p a one-sided rank test of these block counts can reach.
-    floor_p = 1 / comb(nb + nc, nb) if nb and nc else 1.0
-    if nb >= 2 and nc >= 2 and floor_p < alpha:
+    if can_be_significant(nb, nc, alpha):
         return None
+    floor_p = smallest_p(nb, nc)
     return (
         f"{nb} baseline and {nc} candidate blocks cannot show a significant {change} "
         f"(smallest possible p {floor_p:.2g} ≥ {alpha:g}); run more blocks"
@@ -111,10 +112,7 @@ class AAFloor:
 
     @property
     def deviation(self) -> float | None:
-        r = self.ratio
-        if r is None or not isfinite(r) or r <= 0:
-            return None
-        return max(r, 1 / r) - 1
+        return deviation(self.ratio)
 
     def text(self) -> str:
         """What the report prints beside the limit."""
@@ -170,8 +168,7 @@ def aa_floor(metric: str, b: Sequence[float], r: Sequence[float] | None, policy:
     ci = quantile_ratio_interval(
         b, r, quantile=0.5, seed=SEEDS[metric] + AA_SEED_OFFSET, min_samples=2
     )
-    d = max(ratio, 1 / ratio) - 1
-    return AAFloor(ratio, ci, 1 + policy.performance_aa_k * d)
+    return AAFloor(ratio, ci, widen_factor(deviation(ratio), policy.performance_aa_k))
 
 
 def _latency(
@@ -317,7 +314,7 @@ def _errors(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
     inc = rate_increase(b.failed, nb, c.failed, nc)
     assert inc.increase is not None
     allowed, alpha = policy.error_rate_increase_max, policy.significance_alpha
-    failed = inc.increase > allowed and inc.p_value < alpha
+    failed = inc.regressed(allowed, alpha)
     return check(
         "error_rate",
         title,
