@@ -13,7 +13,8 @@ from servegate.cli.console import fail, gate_progress, stdout
 from servegate.config.loader import ConfigError, load_policy, validate
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import EndpointError
-from servegate.orchestration.runner import PreflightError, display_url, normalise_url, run
+from servegate.endpoints.urls import display_url, normalise_url
+from servegate.orchestration.runner import PreflightError, run
 from servegate.reports.plain import plain
 from servegate.store.baselines import (
     StoredBaseline,

@@ -15,6 +15,7 @@ from servegate.endpoints.errors import EndpointError
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.retry import RetryConfig
 from servegate.endpoints.transport import TimeoutConfig
+from servegate.endpoints.urls import display_url
 from servegate.load.bench import BenchProgress, bench
 from servegate.load.driver import run_step
 from servegate.load.result import BenchResult
@@ -30,7 +31,7 @@ from servegate.load.workload import (
     replay_workload,
     synthetic_source,
 )
-from servegate.orchestration.runner import PreflightError, display_url, preflight
+from servegate.orchestration.runner import PreflightError, preflight
 from servegate.probes import default_suite
 from servegate.reports.json_report import write_atomic
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servegate.cli.console import fail
+from servegate.endpoints.urls import normalise_url
 from servegate.load.arrival import Arrival, closed_loop, open_loop, ramp
 from servegate.load.replay import ReplayError, ReplayTraffic, read_replay
 from servegate.load.result import BenchBounds
@@ -18,7 +19,6 @@ from servegate.load.server_metrics import INTERVAL_S, METRICS_PATH
 from servegate.load.slo import SLO, SLOError, parse_slo
 from servegate.load.sweep import ATTAINMENT
 from servegate.load.workload import SyntheticWorkload
-from servegate.orchestration.runner import normalise_url
 
 EXIT_USAGE = 2
 WORKLOADS = ("synthetic", "golden", "replay")

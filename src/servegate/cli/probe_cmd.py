@@ -12,8 +12,9 @@ from rich.text import Text
 from servegate.cli.console import fail, stdout
 from servegate.endpoints.errors import EndpointError
 from servegate.endpoints.http import OpenAIEndpoint
+from servegate.endpoints.urls import display_url, normalise_url
 from servegate.gates.capabilities import Capability, discover
-from servegate.orchestration.runner import PreflightError, display_url, normalise_url, preflight
+from servegate.orchestration.runner import PreflightError, preflight
 from servegate.reports.plain import plain
 
 

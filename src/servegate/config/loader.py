@@ -77,7 +77,7 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _relative_to(folder: Path, value: Any) -> Any:
+def relative_to(folder: Path, value: Any) -> Any:
     if isinstance(value, str) and value and not Path(value).is_absolute():
         return str(folder / value)
     return value
@@ -98,11 +98,11 @@ def read_gate_file(path: Path) -> dict[str, Any]:
     folder = path.parent
     for key in ("suite", "log_patterns"):
         if key in data:
-            data[key] = _relative_to(folder, data[key])
+            data[key] = relative_to(folder, data[key])
     for side in ("baseline", "candidate", "baseline_replica"):
         launch = data.get(side, {}).get("launch") if isinstance(data.get(side), dict) else None
         if isinstance(launch, dict) and "cwd" in launch:
-            launch["cwd"] = _relative_to(folder, launch["cwd"])
+            launch["cwd"] = relative_to(folder, launch["cwd"])
     return data
 
 

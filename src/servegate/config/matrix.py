@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from servegate.config.loader import ConfigError, _relative_to, read_yaml, validate
+from servegate.config.loader import ConfigError, read_yaml, relative_to, validate
 from servegate.config.models import EndpointConfig, GateConfig, LaunchConfig
 
 # The declared fields, in the order the matrix table shows them.
@@ -132,7 +132,7 @@ def load_matrix(path: Path) -> MatrixFile:
     for side in sides:
         launch = side.get("launch") if isinstance(side, dict) else None
         if isinstance(launch, dict) and isinstance(launch.get("cwd"), str):
-            launch["cwd"] = _relative_to(path.parent, launch["cwd"])
+            launch["cwd"] = relative_to(path.parent, launch["cwd"])
     matrix = validate(MatrixFile, data, str(path))
     for entry in matrix.entries:
         matrix.config(entry, str(path))

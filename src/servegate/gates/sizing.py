@@ -28,7 +28,6 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.environment.server import model_fields, props_fields
 from servegate.gates.pair import EndpointPair
 
-NAME = "startup"
 IMPOSSIBLE_WORD = "hello "
 # The prompt exceeds the larger context by this factor, so a tokenizer that counts a little
 # differently (a BOS, a chat template) cannot bring it back inside.
@@ -92,7 +91,7 @@ def _json(resp: Any) -> Any:
 
 
 async def discover_context(
-    pair: EndpointPair, ep: Endpoint, deadline_s: float, gate: str = NAME
+    pair: EndpointPair, ep: Endpoint, deadline_s: float, gate: str
 ) -> tuple[int | None, str]:
     """One side's context length in tokens and where it came from; (None, why) when the server
     does not say."""
@@ -118,10 +117,10 @@ def _count(body: Any) -> int | None:
 
 
 async def _tokens_per_word(
-    pair: EndpointPair, ep: Endpoint, deadline_s: float
+    pair: EndpointPair, ep: Endpoint, deadline_s: float, gate: str
 ) -> tuple[float | None, str]:
     """Tokens per filler word, by the server's own count of SAMPLE_WORDS of them."""
-    probe = pair.recording(ep, gate=NAME, probe="context:tokenize")
+    probe = pair.recording(ep, gate=gate, probe="context:tokenize")
     text = IMPOSSIBLE_WORD * SAMPLE_WORDS
     # Paths relative to the /v1 base URL.
     routes: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -142,11 +141,11 @@ async def _tokens_per_word(
     return None, "no tokenizer endpoint and no usage.prompt_tokens"
 
 
-async def size(pair: EndpointPair, cfg: GateConfig) -> ImpossibleSize:
+async def size(pair: EndpointPair, cfg: GateConfig, gate: str) -> ImpossibleSize:
     """The over-long prompt for both sides: past the larger discovered context."""
     dl = cfg.probe_deadline_s
     found = {
-        side: await discover_context(pair, ep, dl)
+        side: await discover_context(pair, ep, dl, gate)
         for side, ep in (("baseline", pair.baseline), ("candidate", pair.candidate))
     }
     contexts = {side: t for side, (t, _) in found.items()}
@@ -154,7 +153,7 @@ async def size(pair: EndpointPair, cfg: GateConfig) -> ImpossibleSize:
     known = [t for t in contexts.values() if t is not None]
     if not known:
         return ImpossibleSize(cfg.impossible_prompt_words, contexts, sources)
-    per_word, how = await _tokens_per_word(pair, pair.baseline, dl)
+    per_word, how = await _tokens_per_word(pair, pair.baseline, dl, gate)
     if per_word is None:
         per_word, how = 1.0, f"{how}: assumed 1 token per word"
     words = math.ceil(max(known) * OVERSHOOT / per_word)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from urllib.parse import urlsplit, urlunsplit
 
 from servegate import __version__
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.urls import display_url
 from servegate.load.arrival import Arrival
 from servegate.load.correctness import check_responses
 from servegate.load.driver import StepBounds, StepEvidence, StepRunner, run_step
@@ -70,13 +70,8 @@ def evaluate_step(evidence: StepEvidence, slo: SLO | None) -> StepResult:
     )
 
 
-def _public(url: str) -> str:
-    parts = urlsplit(url)
-    netloc = f"{parts.hostname or ''}:{parts.port}" if parts.port else parts.hostname or ""
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _now() -> str:
+def timestamp() -> str:
+    """Now, UTC, ISO 8601 to the second: when a bench step started or finished."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -102,7 +97,7 @@ async def bench(
     worker failed is the last one run."""
     if not arrivals:
         raise ValueError("a sweep needs at least one step")
-    started = _now()
+    started = timestamp()
     steps: list[StepResult] = []
     index = 0
     for arrival in arrivals:
@@ -129,10 +124,10 @@ async def bench(
             break  # the load asked for can no longer be delivered
     return BenchResult(
         servegate_version=__version__,
-        endpoint=_public(endpoint.base_url),
+        endpoint=display_url(endpoint.base_url),
         model=model,
         started_at=started,
-        finished_at=_now(),
+        finished_at=timestamp(),
         workload=workload,
         slo=slo,
         bounds=bounds,

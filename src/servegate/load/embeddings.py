@@ -20,8 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from servegate import __version__
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Embeddings
+from servegate.endpoints.urls import display_url
 from servegate.load.arrival import Arrival, send_offsets_s
-from servegate.load.bench import BenchProgress, _now, _public, step_bounds
+from servegate.load.bench import BenchProgress, step_bounds, timestamp
 from servegate.load.driver import StepBounds, closed_loop, open_loop
 from servegate.load.metrics import Distribution, Scalar
 from servegate.load.monitor import ClientLoad, ClientMonitor, judge_client
@@ -278,7 +279,7 @@ async def bench_embeddings(
     """Run every step in order and return the result (steps with errors are results too)."""
     if not arrivals:
         raise ValueError("a sweep needs at least one step")
-    started = _now()
+    started = timestamp()
     steps: list[EmbeddingsStepResult] = []
     index = 0
     for arrival in arrivals:
@@ -294,10 +295,10 @@ async def bench_embeddings(
         steps.append(step)
     return EmbeddingsBenchResult(
         servegate_version=__version__,
-        endpoint=_public(endpoint.base_url),
+        endpoint=display_url(endpoint.base_url),
         model=model,
         started_at=started,
-        finished_at=_now(),
+        finished_at=timestamp(),
         workload=workload,
         bounds=bounds,
         steps=tuple(steps),

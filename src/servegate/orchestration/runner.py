@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from sqlalchemy import Engine
 
@@ -21,6 +21,7 @@ from servegate.config.redaction import environment_secrets, hide
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.recording import HeldRecords, NullRecorder, Recorder
+from servegate.endpoints.urls import display_url, normalise_url
 from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
 from servegate.gates import startup
 from servegate.gates.pair import EndpointPair
@@ -63,8 +64,6 @@ __all__ = [
     "Preflight",
     "PreflightError",
     "ProgressFn",
-    "display_url",
-    "normalise_url",
     "preflight",
     "run",
     "run_fingerprints",
@@ -88,23 +87,6 @@ class PreflightError(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-def normalise_url(url: str) -> str:
-    """`http://host:port` and `http://host:port/v1/` both mean the OpenAI base `…/v1`."""
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/")
-    if path == "":
-        path = "/v1"
-    return urlunsplit((parts.scheme, parts.netloc.lower(), path, "", ""))
-
-
-def display_url(url: str) -> str:
-    """The URL without user info or query (which can carry secrets)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 @dataclass(frozen=True)

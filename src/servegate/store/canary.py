@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
@@ -18,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error
+from servegate.store.writer import now
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,6 @@ class CanaryDecision:
     action: str  # promote | hold | rollback | complete | finalise
     score: float | None
     evidence: dict[str, Any]
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def open_session(
@@ -56,10 +52,10 @@ def open_session(
                 select(row.c.mode, row.c.state_json).where(row.c.id == session_id)
             ).first()
             if found is None:
-                now = _now()
+                stamp = now()
                 conn.execute(
                     insert(row).values(
-                        id=session_id, started_at=now, updated_at=now, mode=mode,
+                        id=session_id, started_at=stamp, updated_at=stamp, mode=mode,
                         primary_url=primary_url, candidate_url=candidate_url,
                         config_json=json.dumps(dict(config), sort_keys=True), state_json=None,
                     )
@@ -106,7 +102,7 @@ def record_decision(
             done = conn.execute(
                 update(sessions)
                 .where(sessions.c.id == session_id)
-                .values(updated_at=_now(), state_json=json.dumps(dict(state), sort_keys=True))
+                .values(updated_at=now(), state_json=json.dumps(dict(state), sort_keys=True))
             )
             if done.rowcount != 1:
                 raise StoreError(f"no proxy session {session_id!r} to record a decision in")

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, delete, insert, select, update
 
 from servegate.store import tables
 from servegate.store.errors import StoreError
-from servegate.store.writer import _clean, _writing, now
+from servegate.store.writer import clean_text, now, writing
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class ProxyRecorder:
         """The session's row, created, or taken over as it was (its canary state kept); a session
         started in another mode is refused (StoreError), as `store.canary.open_session` does."""
         stamp = now()
-        with _writing(engine, f"open proxy session {session_id}") as conn:
+        with writing(engine, f"open proxy session {session_id}") as conn:
             found = conn.execute(
                 select(tables.proxy_sessions.c.mode).where(tables.proxy_sessions.c.id == session_id)
             ).first()
@@ -93,12 +93,12 @@ class ProxyRecorder:
         comparison: Mapping[str, Any] | None,
     ) -> None:
         """Commit one mirrored pair (candidate None: it was not mirrored, e.g. dropped)."""
-        with _writing(self.engine, "record a mirrored pair") as conn:
+        with writing(self.engine, "record a mirrored pair") as conn:
             conn.execute(
                 insert(tables.proxy_pairs).values(
                     session_id=self.session_id,
                     recorded_at=now(),
-                    path=_clean(path) or "",
+                    path=clean_text(path) or "",
                     request_json=_dumps(request),
                     primary_json=_dumps(primary),
                     candidate_json=None if candidate is None else _dumps(candidate),
@@ -109,7 +109,7 @@ class ProxyRecorder:
 
 def prune_pairs(engine: Engine, older_than: str) -> int:
     """Delete every proxy pair recorded before `older_than` (ISO 8601, UTC); how many."""
-    with _writing(engine, "delete pairs past the retention") as conn:
+    with writing(engine, "delete pairs past the retention") as conn:
         done = conn.execute(
             delete(tables.proxy_pairs).where(tables.proxy_pairs.c.recorded_at < older_than)
         )

@@ -103,7 +103,8 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
     return engine
 
 
-def _clean(text: str | None) -> str | None:
+def clean_text(text: str | None) -> str | None:
+    """The text as a database column can hold it (see why below); None stays None."""
     # Lone surrogates are valid JSON but not UTF-8 (sqlite3 and psycopg refuse them), and
     # PostgreSQL text cannot hold NUL: keep the row, mark the spot with U+FFFD. The JSON columns
     # keep the exact text, escaped.
@@ -124,7 +125,7 @@ def _result_json(result: Result) -> str:
 
 
 @contextmanager
-def _writing(engine: Engine, operation: str) -> Iterator[Connection]:
+def writing(engine: Engine, operation: str) -> Iterator[Connection]:
     """One committed transaction; a database error becomes a one-line StoreError."""
     try:
         with engine.begin() as conn:
@@ -160,16 +161,16 @@ class RunWriter:
         the endpoints were when it started (`fingerprints`, checked by a later resume); it beats
         every `heartbeat_s` until it ends (store/heartbeat.py)."""
         run_id = uuid.uuid4().hex[:12]
-        with _writing(engine, "start a run") as conn:
+        with writing(engine, "start a run") as conn:
             conn.execute(
                 insert(tables.runs).values(
                     id=run_id,
-                    name=_clean(name),
+                    name=clean_text(name),
                     started_at=now(),
                     state="running",
                     baseline_url=baseline_url,
                     candidate_url=candidate_url,
-                    model=_clean(model),
+                    model=clean_text(model),
                     config_json=json.dumps(redact_config(config), default=str),
                     pid=os.getpid(),
                     hostname=hostname(),
@@ -191,7 +192,7 @@ class RunWriter:
         Its rows stay as they are. The row is checked again as it is taken: a run that beat
         since it was read, or that another resume took, is refused (StoreError)."""
         runs = tables.runs
-        with _writing(engine, f"resume run {run_id}") as conn:
+        with writing(engine, f"resume run {run_id}") as conn:
             found = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
             row: dict[str, Any] | None = None if found is None else dict(found)
             if row is None:
@@ -263,7 +264,7 @@ class RunWriter:
         """Commit one request and its result now, so a killed run loses nothing that completed."""
         err = result.error
         text = result if isinstance(result, Completion) else None
-        with _writing(
+        with writing(
             self.engine, f"record the {side} request {gate}/{probe} of run {self.run_id}"
         ) as conn:
             conn.execute(
@@ -277,9 +278,9 @@ class RunWriter:
                     request_json=json.dumps(request, default=str, ensure_ascii=True),
                     http_status=result.status,
                     error_category=str(err.category) if err else None,
-                    error_message=_clean(err.message) if err else None,
-                    content=_clean(text.content) if text else None,
-                    finish_reason=_clean(text.finish_reason) if text else None,
+                    error_message=clean_text(err.message) if err else None,
+                    content=clean_text(text.content) if text else None,
+                    finish_reason=clean_text(text.finish_reason) if text else None,
                     ttft_ms=result.timing.ttft_ms,
                     e2el_ms=result.timing.e2el_ms,
                     result_json=_result_json(result),
@@ -289,7 +290,7 @@ class RunWriter:
 
     def gate(self, result: GateResult) -> None:
         """Commit one judged gate now, before the next gate starts."""
-        with _writing(self.engine, f"record the {result.name} gate of run {self.run_id}") as conn:
+        with writing(self.engine, f"record the {result.name} gate of run {self.run_id}") as conn:
             conn.execute(
                 insert(tables.gate_results).values(
                     run_id=self.run_id,
@@ -303,24 +304,24 @@ class RunWriter:
     def finish(self, report: Report) -> None:
         """Mark the run finished with its verdict and the whole report."""
         self.stop_heartbeat()
-        with _writing(self.engine, f"record the verdict of run {self.run_id}") as conn:
+        with writing(self.engine, f"record the verdict of run {self.run_id}") as conn:
             conn.execute(
                 self._mine().values(
                     finished_at=report.finished_at,
                     state="finished",
                     verdict=str(report.verdict),
                     exit_code=report.exit_code,
-                    reason=_clean(report.reason),
+                    reason=clean_text(report.reason),
                     report_json=safe_json(report),
                 )
             )
 
     def fail(self, reason: str, exit_code: int) -> None:
         self.stop_heartbeat()
-        with _writing(self.engine, f"record the error of run {self.run_id}") as conn:
+        with writing(self.engine, f"record the error of run {self.run_id}") as conn:
             conn.execute(
                 self._mine().values(
-                    finished_at=now(), state="error", reason=_clean(reason), exit_code=exit_code
+                    finished_at=now(), state="error", reason=clean_text(reason), exit_code=exit_code
                 )
             )
 
@@ -328,9 +329,9 @@ class RunWriter:
         """Mark the run crashed: it ended by an exception, with no verdict. `reason` is stored
         as given, so the caller removes secrets from it first."""
         self.stop_heartbeat()
-        with _writing(self.engine, f"mark run {self.run_id} crashed") as conn:
+        with writing(self.engine, f"mark run {self.run_id} crashed") as conn:
             conn.execute(
-                self._mine().values(finished_at=now(), state="crashed", reason=_clean(reason))
+                self._mine().values(finished_at=now(), state="crashed", reason=clean_text(reason))
             )
 
 

@@ -31,7 +31,7 @@ async def servers() -> AsyncIterator[tuple[ScriptedServer, ScriptedServer]]:
 
 async def _size(b: ScriptedServer, c: ScriptedServer) -> ImpossibleSize:
     async with OpenAIEndpoint("baseline", b.url) as be, OpenAIEndpoint("candidate", c.url) as ce:
-        return await size(EndpointPair(be, ce, model="m"), CFG)
+        return await size(EndpointPair(be, ce, model="m"), CFG, "startup")
 
 
 async def test_the_prompt_exceeds_the_larger_context_counted_by_the_servers_tokenizer(

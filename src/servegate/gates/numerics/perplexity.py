@@ -39,10 +39,10 @@ from servegate.gates.numerics.echo_route import (
     measure,
     realign,
 )
+from servegate.gates.numerics.noise import NAME
 from servegate.gates.pair import EndpointPair
 from servegate.stats.shift import PairedShift
 
-NAME = "numerics"
 # Greedy continuations of these are echoed back; the first whose tokens survive the round trip
 # measures the alignment (a garbage continuation may merge into other tokens when re-tokenized).
 ALIGNMENT_PROMPTS = (

@@ -159,7 +159,7 @@ async def _recovery_ms(
 
 async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
     """Size the over-long prompt from both sides' contexts, then probe both, baseline first."""
-    sized = await size(pair, cfg)
+    sized = await size(pair, cfg, NAME)
     baseline = await _side(pair, pair.baseline, cfg, sized.words)
     candidate = await _side(pair, pair.candidate, cfg, sized.words)
     capacity = (
