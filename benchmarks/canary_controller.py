@@ -17,7 +17,7 @@ import time
 
 from servegate.canary.controller import Controller
 from servegate.canary.plan import CanaryPlan
-from servegate.canary.protocol import Observation
+from servegate.canary.protocol import RequestObservation
 from servegate.config.models import Policy
 
 
@@ -48,7 +48,7 @@ def filled(n: int, clock: list[float], interval_s: float = 60.0) -> tuple[Contro
     began = time.perf_counter_ns()
     for metrics in data:
         side = controller.choose(rng.random())
-        controller.observe(Observation(side, clock[0], metrics))
+        controller.observe(RequestObservation(side, clock[0], metrics))
     per_request_us = (time.perf_counter_ns() - began) / n / 1e3
     return controller, per_request_us
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import uvicorn
 
-from servegate.canary.protocol import Observation, Side
+from servegate.canary.protocol import RequestObservation, Side
 from servegate.engine import BENIGN_VARIANT, FaultOptions, start_engine
 from servegate.proxy import Proxy, ProxySettings, Upstream
 
@@ -45,12 +45,12 @@ class Recording:
     """Routes u < 0.5 to the candidate and keeps every observation."""
 
     def __init__(self) -> None:
-        self.seen: list[Observation] = []
+        self.seen: list[RequestObservation] = []
 
     def choose(self, u: float) -> Side:
         return "candidate" if u < 0.5 else "primary"
 
-    def observe(self, observation: Observation) -> None:
+    def observe(self, observation: RequestObservation) -> None:
         self.seen.append(observation)
 
     async def run(self, stop: asyncio.Event) -> None:

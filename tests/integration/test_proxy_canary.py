@@ -1,7 +1,7 @@
 """Canary routing against the real engines: a minimal CanaryController, written here through
 the protocol the real controller implements (servegate.canary.protocol), decides who serves
 each request; users get that side's answer, and each served request comes back to it as one
-Observation with the proxy's measurements. The candidate is the mixed-dtype engine, so who
+RequestObservation with the proxy's measurements. The candidate is the mixed-dtype engine, so who
 answered is plain to see (it answers runs of commas)."""
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from servegate.canary.protocol import ANSWER_PREFIX, METRICS, CanaryController, Observation, Side
+from servegate.canary.protocol import (
+    ANSWER_PREFIX,
+    METRICS,
+    CanaryController,
+    RequestObservation,
+    Side,
+)
 from servegate.engine import RunningEngine
 from servegate.proxy import Proxy, ProxySettings, Upstream
 
@@ -32,7 +38,7 @@ class HalfCanary:
 
     def __init__(self) -> None:
         self.choices: list[Side] = []
-        self.observations: list[Observation] = []
+        self.observations: list[RequestObservation] = []
         self.ran = False
         self.stopped = False
 
@@ -41,7 +47,7 @@ class HalfCanary:
         self.choices.append(side)
         return side
 
-    def observe(self, observation: Observation) -> None:
+    def observe(self, observation: RequestObservation) -> None:
         self.observations.append(observation)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -3,7 +3,7 @@
 from servegate.canary.controller import Controller, Decision, Recorder
 from servegate.canary.judge import IntervalJudgement, judge_interval
 from servegate.canary.plan import CanaryPlan, CanaryPlanError, parse_plan
-from servegate.canary.protocol import METRICS, CanaryController, Observation, Side
+from servegate.canary.protocol import METRICS, CanaryController, RequestObservation, Side
 
 __all__ = [
     "METRICS",
@@ -13,8 +13,8 @@ __all__ = [
     "Controller",
     "Decision",
     "IntervalJudgement",
-    "Observation",
     "Recorder",
+    "RequestObservation",
     "Side",
     "judge_interval",
     "parse_plan",

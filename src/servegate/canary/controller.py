@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol
 
 from servegate.canary.judge import JUDGED, IntervalJudgement, judge_interval
 from servegate.canary.plan import CanaryPlan, CanaryPlanError
-from servegate.canary.protocol import Observation, Side
+from servegate.canary.protocol import RequestObservation, Side
 from servegate.config.models import Policy
 
 Phase = Literal["progressing", "promoted", "rolled_back", "finalised"]
@@ -93,7 +93,7 @@ class _Window:
     requests: dict[Side, int] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
-    def add(self, obs: Observation) -> None:
+    def add(self, obs: RequestObservation) -> None:
         self.requests[obs.side] = self.requests.get(obs.side, 0) + 1
         side = self.samples.setdefault(obs.side, {})
         for name, value in obs.metrics.items():
@@ -185,7 +185,7 @@ class Controller:
         share = self.weight / 100
         return min(share, (1 - share) / 2) if self.secondary else 0.0
 
-    def observe(self, observation: Observation) -> None:
+    def observe(self, observation: RequestObservation) -> None:
         """File one answer into the current interval; answers from before it started, or after
         the canary finished, judge nothing."""
         if (

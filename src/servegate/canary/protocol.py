@@ -2,8 +2,9 @@
 (which decides which side serves each one and judges the candidate interval by interval).
 
 The proxy asks `choose(u)` for every routable request, serves it from that side (the user gets
-that side's answer), measures it and hands one `Observation` to `observe`. The controller judges
-intervals in `run`, moves its weight step by step or back to 0, and records every decision.
+that side's answer), measures it and hands one `RequestObservation` to `observe`. The
+controller judges intervals in `run`, moves its weight step by step or back to 0, and records
+every decision.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any, Literal, Protocol
 
 Side = Literal["primary", "candidate", "secondary"]
 
-# Per-request values the proxy measures; a name absent from `Observation.metrics` was not measured
-# for that request (a JSON parse failure is only measured when the request asked for JSON).
+# Per-request values the proxy measures; a name absent from `RequestObservation.metrics` was not
+# measured for that request (a JSON parse failure is only measured when the request asked for JSON).
 METRICS: Mapping[str, str] = {
     "error": "1 when the answer is not ok by the one answer classifier "
     "(servegate.endpoints.answers): HTTP status >= 400, transport failure, timeout, abandoned "
@@ -41,7 +42,7 @@ ANSWER_PREFIX = "answer_"
 
 
 @dataclass(frozen=True)
-class Observation:
+class RequestObservation:
     """One user request, served by `side`, as the proxy measured it."""
 
     side: Side
@@ -54,7 +55,7 @@ class CanaryController(Protocol):
         """The side that serves a request, given `u` drawn uniformly from [0, 1)."""
         ...
 
-    def observe(self, observation: Observation) -> None:
+    def observe(self, observation: RequestObservation) -> None:
         """Take one served request into the current interval (never blocks, never raises)."""
         ...
 

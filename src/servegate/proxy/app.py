@@ -5,7 +5,7 @@ Shadow mode: every request goes to the primary; a sampled share of the mirrorabl
 is also queued for the candidate, and the pair is compared and recorded when both are done.
 Answers are measured and pairs compared on the judge's thread, off the event loop.
 Canary mode: a CanaryController picks the side that serves each mirrorable request; the user
-gets that side's answer and the controller gets one Observation per request.
+gets that side's answer and the controller gets one RequestObservation per request.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from servegate.canary.flagger import flagger_routes
-from servegate.canary.protocol import CanaryController, Observation, Side
+from servegate.canary.protocol import CanaryController, RequestObservation, Side
 from servegate.endpoints.types import Completion
 from servegate.proxy.admin import AdminAccess
 from servegate.proxy.comparison import compare_pair
@@ -387,7 +387,7 @@ class Proxy:
             metrics = request_metrics(exchange, None, {})
         self.metrics.served(side, metrics)
         if self.controller is not None:
-            self.controller.observe(Observation(side=side, at=time.time(), metrics=metrics))
+            self.controller.observe(RequestObservation(side=side, at=time.time(), metrics=metrics))
         return completion
 
     # the mirror --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from servegate.canary.controller import MAX_SAMPLES, Controller, Decision
 from servegate.canary.plan import CanaryPlan, CanaryPlanError, parse_interval, parse_plan
-from servegate.canary.protocol import Observation, Side
+from servegate.canary.protocol import RequestObservation, Side
 from servegate.config.models import CanaryPolicy, Policy
 
 POLICY = Policy(canary=CanaryPolicy(min_requests=20, max_extensions=2))
@@ -38,8 +38,10 @@ class Memory:
         self.kept.append((decision, dict(state)))
 
 
-def answer(side: Side, at: float, rng: random.Random, *, garbage: bool = False) -> Observation:
-    return Observation(
+def answer(
+    side: Side, at: float, rng: random.Random, *, garbage: bool = False
+) -> RequestObservation:
+    return RequestObservation(
         side,
         at,
         {
@@ -236,7 +238,7 @@ def test_a_busy_interval_is_judged_on_a_uniform_sample_of_bounded_size() -> None
         # Later answers are slower: a sample of the first answers only would miss them.
         side = "primary" if i % 2 else "candidate"
         metrics = {"error": 0.0, "garbage": 0.0, "e2el_ms": 100.0 + (i > n) * 100 * rng.random()}
-        controller.observe(Observation(side, clock.now, metrics))
+        controller.observe(RequestObservation(side, clock.now, metrics))
     clock.now += 60
     decision = controller.tick()
     assert decision is not None

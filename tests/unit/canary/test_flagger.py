@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 from servegate.canary.controller import Controller, Decision
 from servegate.canary.flagger import FINISH_HOOK, HOOKS, MAX_BODY_BYTES, decide, flagger_routes
 from servegate.canary.plan import parse_plan
-from servegate.canary.protocol import Observation
+from servegate.canary.protocol import RequestObservation
 from servegate.config.models import CanaryPolicy, Policy
 from servegate.engine.process import free_port
 
@@ -106,7 +106,7 @@ def interval(controller: Controller, *, bad: bool = False, n: int = 600) -> str:
         side = controller.choose(rng.random())
         garbage = 1.0 if bad and side == "candidate" else 0.0
         metrics = {"error": 0.0, "garbage": garbage, "e2el_ms": 100 * rng.uniform(0.9, 1.1)}
-        controller.observe(Observation(side, CLOCK.now, metrics))
+        controller.observe(RequestObservation(side, CLOCK.now, metrics))
     CLOCK.now += 60
     decision = controller.tick()
     assert decision is not None
@@ -253,7 +253,7 @@ async def test_post_rollout_mid_canary_stops_the_candidate_and_the_secondary(
     assert status == 200
     assert {controller.choose(rng.random()) for _ in range(1000)} == {"primary"}
     # answers after the end judge nothing
-    controller.observe(Observation("candidate", CLOCK.now + 1, {"error": 1.0}))
+    controller.observe(RequestObservation("candidate", CLOCK.now + 1, {"error": 1.0}))
     assert controller.snapshot()["requests"] == {}
     CLOCK.now += 600
     assert controller.tick() is None

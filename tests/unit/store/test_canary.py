@@ -11,7 +11,7 @@ from tests.unit.store.conftest import Rows
 
 from servegate.canary.controller import Controller
 from servegate.canary.plan import parse_plan
-from servegate.canary.protocol import Observation
+from servegate.canary.protocol import RequestObservation
 from servegate.canary.record import open_canary_session
 from servegate.config.models import CanaryPolicy, Policy
 from servegate.store.canary import list_decisions, load_state, open_session
@@ -27,7 +27,7 @@ def _serve(controller: Controller, now: float, n: int, *, bad: bool) -> None:
         side = controller.choose(rng.random())
         garbage = 1.0 if bad and side == "candidate" else 0.0
         metrics = {"error": 0.0, "garbage": garbage, "e2el_ms": 200 * rng.uniform(0.9, 1.1)}
-        controller.observe(Observation(side, now, metrics))
+        controller.observe(RequestObservation(side, now, metrics))
 
 
 @pytest.mark.parametrize("bad", [False, True], ids=["promote", "rollback"])

@@ -28,9 +28,9 @@ from servegate.gates.context.plan import (
     ContextEvidence,
     ContextPlan,
     Kind,
-    Observation,
     ProgressFn,
     Step,
+    StepObservation,
     full_grid,
     long_needle,
     steps,
@@ -44,7 +44,7 @@ __all__ = [
     "ContextEvidence",
     "ContextPlan",
     "Kind",
-    "Observation",
+    "StepObservation",
     "collect",
     "evaluate",
     "full_grid",
@@ -155,7 +155,7 @@ async def collect(
         if extra is not None:
             plan = replace(plan, needles=(*plan.needles, (extra, "middle")))
     todo = steps(plan)
-    observations: list[Observation] = []
+    observations: list[StepObservation] = []
     hung_at: int | None = None  # the shortest prompt (tokens) the candidate timed out on
     for i, step in enumerate(todo):
         if progress is not None:
@@ -169,9 +169,9 @@ async def collect(
         if step.kind is Kind.PREFIX_CACHE and plan.cache_needle in plan.needles:
             assert step.needle is not None  # the cache miss is also this needle's answer
             observations.append(
-                Observation(step.needle.id, Kind.NEEDLE, request, b[:1], c[:1], step.needle)
+                StepObservation(step.needle.id, Kind.NEEDLE, request, b[:1], c[:1], step.needle)
             )
-        observations.append(Observation(step.probe, step.kind, request, b, c, step.needle))
+        observations.append(StepObservation(step.probe, step.kind, request, b, c, step.needle))
     if progress is not None:
         progress(len(todo), len(todo), "")
     return ContextEvidence(

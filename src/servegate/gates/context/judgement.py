@@ -20,7 +20,7 @@ from servegate.gates.context.plan import (
     ContextEvidence,
     ContextPlan,
     Kind,
-    Observation,
+    StepObservation,
 )
 from servegate.gates.evidence import curl, describe
 from servegate.gates.golden.probe import ProbeStatus
@@ -69,7 +69,9 @@ def _hit_proof(miss: Completion, hit: Completion, plan: ContextPlan) -> str | No
     return None
 
 
-def side_verdict(obs: Observation, runs: Sequence[Completion], plan: ContextPlan) -> SideVerdict:
+def side_verdict(
+    obs: StepObservation, runs: Sequence[Completion], plan: ContextPlan
+) -> SideVerdict:
     """Judge one side's runs of one probe on their own."""
     if not runs:
         return SideVerdict(None, "not sent: this side already timed out on a shorter prompt")
@@ -140,7 +142,7 @@ def _cancel_side(ref: Completion, cut: Completion, after: Completion) -> SideVer
     return SideVerdict(True, f"cut after {chunks} token chunk(s); the next answer is unchanged")
 
 
-def judge(obs: Observation, plan: ContextPlan) -> tuple[ProbeStatus, SideVerdict, SideVerdict]:
+def judge(obs: StepObservation, plan: ContextPlan) -> tuple[ProbeStatus, SideVerdict, SideVerdict]:
     """Per-probe status relative to the baseline, with both sides' verdicts."""
     b, c = side_verdict(obs, obs.baseline, plan), side_verdict(obs, obs.candidate, plan)
     if b.ok is None or b.errored:
@@ -158,7 +160,7 @@ def judge(obs: Observation, plan: ContextPlan) -> tuple[ProbeStatus, SideVerdict
     return (ProbeStatus.PASS if c.ok else ProbeStatus.REGRESSED), b, c
 
 
-def _excerpt(obs: Observation, runs: Sequence[Completion]) -> str:
+def _excerpt(obs: StepObservation, runs: Sequence[Completion]) -> str:
     if not runs:
         return "<not sent>"
     labelled = zip(RUN_LABELS[obs.kind], runs, strict=True)
@@ -167,7 +169,7 @@ def _excerpt(obs: Observation, runs: Sequence[Completion]) -> str:
 
 
 def _findings(
-    obs: Observation, url: str, s: ProbeStatus, b: SideVerdict, c: SideVerdict
+    obs: StepObservation, url: str, s: ProbeStatus, b: SideVerdict, c: SideVerdict
 ) -> list[Finding]:
     out: list[tuple[str, Severity, str]] = []
     category = c.category or CATEGORY[obs.kind]
@@ -280,7 +282,7 @@ def _pct(value: MetricValue) -> str:
     return f"{value:.0%}" if isinstance(value, float) else "-"
 
 
-Judged = tuple[Observation, ProbeStatus, SideVerdict, SideVerdict]
+Judged = tuple[StepObservation, ProbeStatus, SideVerdict, SideVerdict]
 
 
 def _metrics(judged: Sequence[Judged]) -> dict[str, MetricValue]:

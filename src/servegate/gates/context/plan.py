@@ -96,7 +96,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Observation:
+class StepObservation:
     """One probe: its main request as sent, and each side's runs (RUN_LABELS order).
     An empty candidate tuple means not sent (the candidate hung on a shorter prompt)."""
 
@@ -110,7 +110,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class ContextEvidence:
-    observations: tuple[Observation, ...]
+    observations: tuple[StepObservation, ...]
     baseline_url: str
     candidate_url: str
     model: str | None

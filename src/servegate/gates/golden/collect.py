@@ -19,13 +19,13 @@ from typing import Any
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.types import Completion
 from servegate.gates.golden.judgement import evaluate as evaluate_probes
-from servegate.gates.golden.probe import NAME, GoldenEvidence, Observation, ProbeStatus
+from servegate.gates.golden.probe import NAME, GoldenEvidence, ProbeObservation, ProbeStatus
 from servegate.gates.golden.responses import collect_responses, with_responses
 from servegate.gates.pair import EndpointPair
 from servegate.probes import Probe, Suite, default_suite, load_suite
 from servegate.verdict.model import GateResult
 
-__all__ = ["NAME", "GoldenEvidence", "Observation", "ProbeStatus", "collect", "evaluate"]
+__all__ = ["NAME", "GoldenEvidence", "ProbeObservation", "ProbeStatus", "collect", "evaluate"]
 
 ProgressFn = Callable[[int, int, str], None]
 TOP_LOGPROBS = 5
@@ -57,7 +57,7 @@ def with_logprobs(probe: Probe) -> dict[str, Any]:
 
 async def _observe(
     pair: EndpointPair, probe: Probe, cfg: GateConfig, logprobs: bool
-) -> Observation:
+) -> ProbeObservation:
     """The five answers of one probe, in RUNS order."""
     plain = with_logprobs(probe) if logprobs else dict(probe.request)
     streamed = {**probe.request, "stream": True}
@@ -88,7 +88,7 @@ async def _observe(
         return c, await against(streamed, ":stream", ref_stream)
 
     (b, b_stream, b_hit), (c, c_stream) = await pair.sides(baseline, candidate)
-    return Observation(probe, b, b_stream, b_hit, c, c_stream)
+    return ProbeObservation(probe, b, b_stream, b_hit, c, c_stream)
 
 
 async def collect(

@@ -37,7 +37,7 @@ class ProbeStatus(StrEnum):
 
 
 @dataclass(frozen=True)
-class Observation:
+class ProbeObservation:
     """The five answers of one probe (see RUNS)."""
 
     probe: Probe
@@ -96,13 +96,13 @@ class Observation:
 
 @dataclass(frozen=True)
 class Judged:
-    obs: Observation
+    obs: ProbeObservation
     status: ProbeStatus
     why: str = ""  # what made it within noise / explained / inconclusive
     tokens: TokenComparison | None = None
 
 
-def judge(obs: Observation, tie_nats: float) -> Judged:
+def judge(obs: ProbeObservation, tie_nats: float) -> Judged:
     """Per-probe status relative to the baseline, with the baseline's noise taken into account."""
     b, c = obs.baseline, obs.candidate
     if b.error is not None and b.error.category is not ErrorCategory.REJECTED:
@@ -126,7 +126,7 @@ def judge(obs: Observation, tie_nats: float) -> Judged:
     return Judged(obs, ProbeStatus.REGRESSED, "", cmp)
 
 
-def self_flips(observations: Sequence[Observation]) -> list[TokenComparison]:
+def self_flips(observations: Sequence[ProbeObservation]) -> list[TokenComparison]:
     """The baseline's plain answer against its cache-hit answer, per probe with logprobs: the
     golden gate's own sample of the baseline's path noise."""
     out = []
@@ -141,7 +141,7 @@ def self_flips(observations: Sequence[Observation]) -> list[TokenComparison]:
 class GoldenEvidence:
     """Every probe's five answers, and where they came from."""
 
-    observations: tuple[Observation, ...]
+    observations: tuple[ProbeObservation, ...]
     baseline_url: str
     candidate_url: str
     model: str | None

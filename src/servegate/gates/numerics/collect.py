@@ -35,7 +35,7 @@ from servegate.gates.numerics.plan import (
     PROMPTS,
     NumericsConfig,
     NumericsEvidence,
-    Observation,
+    PromptObservation,
     probe_request,
 )
 from servegate.gates.pair import Api, EndpointPair
@@ -44,7 +44,7 @@ __all__ = [
     "PROMPTS",
     "NumericsConfig",
     "NumericsEvidence",
-    "Observation",
+    "PromptObservation",
     "collect",
     "evaluate",
     "plan",
@@ -94,7 +94,7 @@ async def collect(
         observations = []
         for req in requests:  # both sides, at once when the pair allows it
             b, c = await pair.both(req.api, req.body, gate=NAME, probe=req.probe, deadline_s=dl)
-            observations.append(Observation(req, b, c))
+            observations.append(PromptObservation(req, b, c))
     checks: dict[str, EchoCheck] = {}
     texts: tuple[TextScore, ...] = ()
     if (opts.perplexity or opts.cross_scoring) and requests:
@@ -141,7 +141,7 @@ async def collect(
 
 async def _noise_and_candidate(
     pair: EndpointPair, requests: Sequence[ProbeRequest], opts: NumericsConfig, dl: float
-) -> tuple[NoiseFloor, list[Observation]]:
+) -> tuple[NoiseFloor, list[PromptObservation]]:
     """The baseline's noise floor (its first answer to each probe among it) and the candidate's
     answer to each probe: at the same time when the pair allows it, each candidate request's
     deadline scaled to the baseline's first answer as it comes in."""
@@ -166,18 +166,19 @@ async def _noise_and_candidate(
 
     noise, answers = await pair.sides(baseline, candidate)
     return noise, [
-        Observation(r, refs[r.probe].result(), c) for r, c in zip(requests, answers, strict=True)
+        PromptObservation(r, refs[r.probe].result(), c)
+        for r, c in zip(requests, answers, strict=True)
     ]
 
 
 async def _cross(
     pair: EndpointPair,
-    obs: Observation,
+    obs: PromptObservation,
     deadline: Callable[[int], float],
     checks: Mapping[str, EchoCheck],
     *,
     candidate_scores: bool,
-) -> Observation:
+) -> PromptObservation:
     b, c = obs.baseline, obs.candidate
     if not (b.ok and c.ok and b.text and c.text) or b.text == c.text:
         return obs
@@ -193,4 +194,4 @@ async def _cross(
         checks,
         candidate_scores=candidate_scores,
     )
-    return Observation(obs.request, b, c, score)
+    return PromptObservation(obs.request, b, c, score)

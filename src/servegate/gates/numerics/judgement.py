@@ -20,7 +20,7 @@ from servegate.gates.numerics.plan import (
     ROW_HANGS,
     ROW_PERPLEXITY,
     NumericsEvidence,
-    Observation,
+    PromptObservation,
 )
 from servegate.gates.numerics.prompt import prompt_check
 from servegate.gates.pair import timed_out
@@ -43,7 +43,7 @@ def _at(tokens: Sequence[TokenLogprob], div: int) -> str:
 
 
 def _finding(
-    o: Observation, ev: NumericsEvidence, category: str, message: str, **kw: Any
+    o: PromptObservation, ev: NumericsEvidence, category: str, message: str, **kw: Any
 ) -> Finding:
     side = kw.pop("side", "candidate")
     url = ev.candidate_url if side == "candidate" else ev.baseline_url
@@ -65,7 +65,7 @@ def _finding(
 class _Probes:
     """Each observation sorted into what can be compared and what cannot, with findings."""
 
-    compared: list[tuple[Observation, TokenComparison]]
+    compared: list[tuple[PromptObservation, TokenComparison]]
     findings: list[Finding]
     unjudged: list[str]  # "probe: why" of probes with no comparison
     hangs: int
@@ -120,7 +120,9 @@ def _not_sent(c: Completion) -> bool:
     return c.error is not None and c.error.category == "not_sent"
 
 
-def _divergence(o: Observation, cmp: TokenComparison, tie: float, routes: Routes) -> Divergence:
+def _divergence(
+    o: PromptObservation, cmp: TokenComparison, tie: float, routes: Routes
+) -> Divergence:
     i = cmp.first_divergence or 0
     b, c = o.baseline.logprobs or (), o.candidate.logprobs or ()
     if cmp.early_stop:
@@ -151,7 +153,7 @@ def _divergence(o: Observation, cmp: TokenComparison, tie: float, routes: Routes
     )
 
 
-def _flip_finding(o: Observation, d: Divergence, tie: float, ev: NumericsEvidence) -> Finding:
+def _flip_finding(o: PromptObservation, d: Divergence, tie: float, ev: NumericsEvidence) -> Finding:
     b, c = o.baseline.logprobs or (), o.candidate.logprobs or ()
     i = d.token_index or 0
     where = "inside" if d.candidate_in_baseline_top_k else "outside"

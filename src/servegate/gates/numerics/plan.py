@@ -43,7 +43,7 @@ class NumericsConfig:
 
 
 @dataclass(frozen=True)
-class Observation:
+class PromptObservation:
     request: ProbeRequest
     baseline: Completion
     candidate: Completion
@@ -52,7 +52,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class NumericsEvidence:
-    observations: tuple[Observation, ...]
+    observations: tuple[PromptObservation, ...]
     noise: NoiseFloor
     baseline_url: str
     candidate_url: str

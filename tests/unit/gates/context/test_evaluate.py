@@ -12,7 +12,7 @@ from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Timing, ToolCall, Usage
 from servegate.gates.context import ContextEvidence, ContextPlan, evaluate
 from servegate.gates.context.judgement import judge
-from servegate.gates.context.plan import Kind, Observation, full_grid, long_needle, steps
+from servegate.gates.context.plan import Kind, StepObservation, full_grid, long_needle, steps
 from servegate.gates.golden.probe import ProbeStatus
 from servegate.probes.needles import make_needle
 from servegate.verdict.model import Severity, Status
@@ -41,13 +41,17 @@ def call(arguments: str, name: str = "get_weather", index: int = 0) -> Completio
 
 def obs(
     kind: Kind, baseline: Sequence[Completion], candidate: Sequence[Completion], probe: str = ""
-) -> Observation:
+) -> StepObservation:
     needle = NEEDLE if kind in (Kind.NEEDLE, Kind.PREFIX_CACHE) else None
     request = needle.request() if needle else {"messages": [{"role": "user", "content": "hi"}]}
-    return Observation(probe or str(kind), kind, request, tuple(baseline), tuple(candidate), needle)
+    return StepObservation(
+        probe or str(kind), kind, request, tuple(baseline), tuple(candidate), needle
+    )
 
 
-def run(*observations: Observation) -> tuple[Status, list[tuple[str, Severity]], ContextEvidence]:
+def run(
+    *observations: StepObservation,
+) -> tuple[Status, list[tuple[str, Severity]], ContextEvidence]:
     ev = ContextEvidence(observations, "http://b/v1", "http://c/v1", "m", PLAN)
     result = evaluate(ev, Policy())
     return result.status, [(f.category, f.severity) for f in result.findings], ev

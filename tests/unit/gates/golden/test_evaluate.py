@@ -2,7 +2,7 @@ from servegate.config.models import Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, TokenLogprob, ToolCall
 from servegate.gates.golden import GoldenEvidence, evaluate
-from servegate.gates.golden.probe import Observation, ProbeStatus, judge
+from servegate.gates.golden.probe import ProbeObservation, ProbeStatus, judge
 from servegate.probes import Probe, default_suite
 from servegate.verdict.model import GateResult, Severity, Status
 
@@ -25,14 +25,14 @@ def _obs(
     b_stream: Completion | None = None,
     b_hit: Completion | None = None,
     c_stream: Completion | None = None,
-) -> Observation:
+) -> ProbeObservation:
     """A probe's five answers; streams and the cache hit repeat the plain answers unless given."""
-    return Observation(
+    return ProbeObservation(
         probe, baseline, b_stream or baseline, b_hit or baseline, candidate, c_stream or candidate
     )
 
 
-def _evidence(*observations: Observation) -> GoldenEvidence:
+def _evidence(*observations: ProbeObservation) -> GoldenEvidence:
     return GoldenEvidence(observations, "http://b/v1", "http://c/v1", "m", logprobs=True)
 
 

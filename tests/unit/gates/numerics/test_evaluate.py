@@ -10,7 +10,7 @@ from servegate.gates.numerics import NumericsEvidence, evaluate
 from servegate.gates.numerics.echo_route import EchoCheck
 from servegate.gates.numerics.noise import NoiseFloor, PathComparison, ProbeRequest
 from servegate.gates.numerics.perplexity import CrossEcho, TextScore
-from servegate.gates.numerics.plan import Observation
+from servegate.gates.numerics.plan import PromptObservation
 from servegate.gates.tokens import compare
 from servegate.stats.distribution import DistributionSummary
 from servegate.verdict.model import GateResult, Severity, Status
@@ -33,9 +33,9 @@ def answer(tokens: tuple[TokenLogprob, ...] | None, text: str | None = None) -> 
 
 def observe(
     baseline: Completion, candidate: Completion, probe: str = "canary", **kw: CrossEcho
-) -> Observation:
+) -> PromptObservation:
     body = {"messages": [{"role": "user", "content": "Say OK"}], "max_tokens": 24}
-    return Observation(ProbeRequest(probe, "chat", body), baseline, candidate, **kw)
+    return PromptObservation(ProbeRequest(probe, "chat", body), baseline, candidate, **kw)
 
 
 def echoed(nlls: list[float], tokens: list[str] = WORDS) -> Completion:
@@ -56,7 +56,7 @@ def texts(shift: float = 0.0, noise: float = 0.05, seed: int = 7) -> tuple[TextS
 
 
 def judge(
-    *observations: Observation,
+    *observations: PromptObservation,
     noise: NoiseFloor | None = None,
     scores: tuple[TextScore, ...] | None = None,
     alignment: dict[str, EchoCheck] = ALIGNED,
