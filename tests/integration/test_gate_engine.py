@@ -65,7 +65,7 @@ def test_benign_config_change_passes(
     proc, report = gate(clean_engine, benign_engine, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert report["verdict"] == "pass"
-    assert report["schema_version"] == 3
+    assert report["schema_version"] == 4
     golden = next(g for g in report["gates"] if g["name"] == "golden")
     assert golden["metrics"]["exact_match_rate"] == 1.0
 

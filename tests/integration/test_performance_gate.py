@@ -71,7 +71,7 @@ def test_a_server_with_half_again_the_ttft_fails_on_ttft_p95_with_its_interval(
     code, report, shown = _gate(
         stream_server(TTFT_MS), stream_server(TTFT_MS * 1.5), tmp_path / "r.json"
     )
-    assert (code, report["verdict"], report["schema_version"]) == (1, "fail", 3)
+    assert (code, report["verdict"], report["schema_version"]) == (1, "fail", 4)
     ttft = _checks(report)["ttft_ms"]
     assert ttft["outcome"] == "fail"
     ratio = float(ttft["ratio"].rstrip("×"))

@@ -176,6 +176,10 @@ class GateConfig(_Frozen):
     hung_after_timeouts: int = Field(default=2, ge=1)
     # Any unmeasured check makes its gate inconclusive, not only a gate's core measurement.
     strict: bool = False
+    # Run every configured gate even after a correctness gate failed with a critical finding
+    # (by default the run fails fast there: the rollback is decided, and the gates not run are
+    # listed as skipped with the reason).
+    complete: bool = False
     # Baseline and candidate are different servers: where a correctness gate sends the same
     # request to both, they are served at the same time (the candidate's deadline still scaled
     # to the baseline's answer). False: one after the other (e.g. one server reached under two

@@ -1,14 +1,21 @@
 """The gates in the order they run, and running them: correctness first, performance unless a
-correctness gate failed, and nothing after a side that is not ready."""
+correctness gate failed, nothing after a side that is not ready, and nothing after a correctness
+gate that failed on a critical finding unless the run is asked to `complete`. Each gate's wall
+time and requests per side are kept on its result."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from servegate.config.models import GateConfig
+from servegate.endpoints.recording import Recorder, Result
 from servegate.gates import context, embeddings, golden, numerics, performance, startup
 from servegate.gates.pair import EndpointPair
-from servegate.verdict.model import GateResult, Outcome, Status
+from servegate.verdict.model import GateResult, GateTime, Outcome, Severity, Status
 
 ProgressFn = Callable[[str, int, int, str], None]
 
@@ -80,6 +87,47 @@ def _not_ready(result: GateResult) -> str | None:
     return None
 
 
+def failed_fast(result: GateResult) -> str | None:
+    """Why the gates after this one are not run: a correctness gate failed on a critical
+    finding (degenerate output where the baseline's is fine, a hang, a side that did not start):
+    the rollback is decided and more measurement would not change it. None otherwise."""
+    if result.name in AFTER_CORRECTNESS or result.status is not Status.FAIL:
+        return None
+    critical = next((f for f in result.findings if f.severity is Severity.CRITICAL), None)
+    if critical is None:
+        return None
+    return (
+        f"not run: the run failed fast on {result.name} ({critical.category}, critical: "
+        f"{critical.probe}); --complete runs every gate"
+    )
+
+
+class _CountingRecorder:
+    """The run's recorder, counting each request by gate and side on its way."""
+
+    def __init__(self, inner: Recorder) -> None:
+        self.inner = inner
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def record(
+        self,
+        *,
+        gate: str,
+        probe: str,
+        side: str,
+        api: str,
+        request: Mapping[str, Any],
+        result: Result,
+    ) -> None:
+        self.counts[gate, side] += 1
+        self.inner.record(
+            gate=gate, probe=probe, side=side, api=api, request=request, result=result
+        )
+
+    def of(self, gate: str) -> dict[str, int]:
+        return {side: n for (g, side), n in sorted(self.counts.items()) if g == gate}
+
+
 def _correctness_failed(results: Sequence[GateResult]) -> str | None:
     """Why a performance gate is skipped: the correctness gates that ran and failed."""
     ran = [r for r in results if r.name not in AFTER_CORRECTNESS]
@@ -104,6 +152,8 @@ async def run_gates(
     earlier attempt of a resumed run) are not run again; they count as judged."""
     done = {r.name: r for r in previous}
     results: list[GateResult] = []
+    counting = _CountingRecorder(pair.recorder)
+    pair = dataclasses.replace(pair, recorder=counting)
 
     def judged(result: GateResult) -> None:
         results.append(result)
@@ -131,8 +181,13 @@ async def run_gates(
                 progress(_name, done, total, label)
 
         gate_progress(0, 1, "")
+        started = time.perf_counter()
         result = await gate(pair, cfg, gate_progress)
-        skip_reason = _not_ready(result)
+        spent = GateTime(
+            seconds=round(time.perf_counter() - started, 3), requests=counting.of(name)
+        )
+        result = result.model_copy(update={"time": spent})
+        skip_reason = _not_ready(result) or (None if cfg.complete else failed_fast(result))
         judged(result)
         gate_progress(1, 1, str(result.status))
     return results

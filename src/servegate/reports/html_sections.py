@@ -64,8 +64,11 @@ def _attempt(report: Report) -> str:
 
 
 def gates(report: Report) -> str:
-    rows = [(esc(g.name), status(g.status), esc(g.summary)) for g in report.gates]
-    return section("gates", "Gates", table(("gate", "status", "summary"), rows))
+    rows = [
+        (esc(g.name), status(g.status), esc(g.time.text() if g.time else "-"), esc(g.summary))
+        for g in report.gates
+    ]
+    return section("gates", "Gates", table(("gate", "status", "time", "summary"), rows))
 
 
 def correctness(report: Report) -> str:

@@ -140,7 +140,8 @@ def _gate_case(suite: ET.Element, gate: GateResult) -> str:
 
 
 def _suite(root: ET.Element, gate: GateResult) -> list[str]:
-    suite = ET.SubElement(root, "testsuite", name=f"servegate.{_text(gate.name)}", time="0")
+    seconds = f"{gate.time.seconds:.3f}" if gate.time is not None else "0"
+    suite = ET.SubElement(root, "testsuite", name=f"servegate.{_text(gate.name)}", time=seconds)
     props = ET.SubElement(suite, "properties")
     for key, value in (("status", gate.status.value), ("summary", gate.summary)):
         ET.SubElement(props, "property", name=key, value=_text(value))

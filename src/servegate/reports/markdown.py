@@ -99,8 +99,11 @@ def _what_changed(report: Report) -> list[str]:
 
 
 def _gates(report: Report) -> list[str]:
-    rows = [(inline(g.name), _status(g.status), inline(g.summary)) for g in report.gates]
-    return ["", "### Gates", "", *_table(("gate", "status", "summary"), rows)]
+    rows = [
+        (inline(g.name), _status(g.status), g.time.text() if g.time else "-", inline(g.summary))
+        for g in report.gates
+    ]
+    return ["", "### Gates", "", *_table(("gate", "status", "time", "summary"), rows)]
 
 
 def _correctness(report: Report) -> list[str]:

@@ -40,10 +40,12 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
     gates = Table(title="Gates", title_justify="left", show_lines=False)
     gates.add_column("gate")
     gates.add_column("status")
+    gates.add_column("time")
     gates.add_column("summary", overflow="fold")
     for g in report.gates:
         status = Text(str(g.status), STATUS_STYLE[g.status])
-        gates.add_row(_plain(g.name), status, _plain(g.summary))
+        spent = Text(g.time.text() if g.time else "-")
+        gates.add_row(_plain(g.name), status, spent, _plain(g.summary))
     parts: list[Table | Text] = [header, *_what_changed(report), gates]
     if report.correctness:
         table = Table(title="Correctness Report", title_justify="left")

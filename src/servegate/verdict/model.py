@@ -12,7 +12,8 @@ from pydantic_core import PydanticSerializationError
 # 2: the Performance Report (`performance`), and `ratio`/`interval` on checks.
 # 3: environment fingerprints (`environment`), managed launches (`launch`) and
 #    `performance_evidence` (what was measured under load beside the judged rows).
-SCHEMA_VERSION = 3
+# 4: each gate's `time` (wall seconds and requests per side).
+SCHEMA_VERSION = 4
 
 
 def safe_json(model: BaseModel, indent: int | None = None) -> str:
@@ -115,6 +116,21 @@ class Divergence(_Frozen):
 MetricValue = float | int | str | bool | None
 
 
+class GateTime(_Frozen):
+    """Where a gate's time went: its wall time and the requests it sent, per side."""
+
+    seconds: float
+    requests: dict[str, int] = Field(default_factory=dict)  # "baseline", "candidate", "replica"
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    def text(self) -> str:
+        """`12.3 s, 48 requests` — what the reports print."""
+        return f"{self.seconds:.1f} s, {self.total_requests} requests"
+
+
 class GateResult(_Frozen):
     """A judged gate: status, its metrics (names carry units) and findings."""
 
@@ -130,6 +146,8 @@ class GateResult(_Frozen):
     not_measured: tuple[str, ...] = ()
     # What the servers do not offer at all (`title: reason`): listed, neither a pass nor a gap.
     not_applicable: tuple[str, ...] = ()
+    # Its wall time and requests (None: not run, or a report older than schema 4).
+    time: GateTime | None = None
 
 
 class CorrectnessRow(_Frozen):

@@ -90,7 +90,7 @@ def test_finished_run_is_listed_with_its_verdict(store_url: str) -> None:
         1,
         "finished",
     )
-    assert json.loads(row["report_json"])["schema_version"] == SCHEMA_VERSION == 3
+    assert json.loads(row["report_json"])["schema_version"] == SCHEMA_VERSION == 4
 
 
 def test_a_lone_surrogate_in_server_text_does_not_lose_the_report(
