@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
@@ -16,6 +17,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from servegate.reports.plain import plain
@@ -44,6 +46,14 @@ def fail(message: str, exit_code: int) -> NoReturn:
     sys.exit(exit_code)
 
 
+def eta(elapsed_s: float, done: int, total: int) -> str:
+    """`  (ETA 1m 20s)` from the pace so far; empty before the first step is done."""
+    if done <= 0 or total <= done:
+        return ""
+    left = round(elapsed_s / done * (total - done))
+    return f"  (ETA {left // 60}m {left % 60:02d}s)" if left >= 60 else f"  (ETA {left}s)"
+
+
 @contextmanager
 def gate_progress(enabled: bool, label: str = "") -> Iterator[ProgressFn | None]:
     """A live bar per gate on stderr; yields the callback the runner calls."""
@@ -51,10 +61,17 @@ def gate_progress(enabled: bool, label: str = "") -> Iterator[ProgressFn | None]
         yield None
         return
     if not stderr.is_terminal:
-        # Logs (CI) get one plain line per step instead of a live bar.
+        # Logs (CI) get one plain line per step instead of a live bar, with the gate's ETA.
+        started: dict[str, float] = {}
+
         def log(gate: str, done: int, total: int, probe: str) -> None:
+            now = time.monotonic()
+            started.setdefault(gate, now)
             if probe:
-                click.echo(f"{label}{gate} {done}/{total} {probe}", err=True)
+                click.echo(
+                    f"{label}{gate} {done}/{total} {probe}{eta(now - started[gate], done, total)}",
+                    err=True,
+                )
 
         yield log
         return
@@ -63,6 +80,7 @@ def gate_progress(enabled: bool, label: str = "") -> Iterator[ProgressFn | None]
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         TextColumn("{task.fields[probe]}"),
     )
     with Progress(*columns, console=stderr, transient=False) as bar:
