@@ -27,9 +27,13 @@ def clean_surrogates(text: str) -> tuple[str, bool]:
     return _SURROGATE.sub("\ufffd", joined), True
 
 
-def clip(text: str, limit: int) -> str:
-    """At most `limit` characters, with a marker saying how many were cut."""
-    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit})"
+def clip(text: str, limit: int, *, count_cut: bool = True) -> str:
+    """At most `limit` characters, then a marker where the text was cut: `… (+N)` saying how
+    many characters were cut (reports, findings), or a bare `…` (`count_cut=False`: a body or an
+    error message kept with a request, bounded at `limit` + 1 characters)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (+{len(text) - limit})" if count_cut else f"{text[:limit]}…"
 
 
 def _printable(ch: str) -> str:
@@ -38,7 +42,9 @@ def _printable(ch: str) -> str:
     return f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}"
 
 
-def excerpt(data: bytes | str | None, limit: int = EXCERPT_CHARS) -> str:
+def excerpt(
+    data: bytes | str | None, limit: int = EXCERPT_CHARS, *, count_cut: bool = False
+) -> str:
     """A printable excerpt: bytes decoded (invalid UTF-8 replaced), surrogates cleaned, control
     and other non-printable characters escaped (\\xNN, \\uNNNN; newline and tab kept), cut by
     `clip`. None stays visible as `<null>`."""
@@ -46,12 +52,12 @@ def excerpt(data: bytes | str | None, limit: int = EXCERPT_CHARS) -> str:
         return "<null>"
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     text, _ = clean_surrogates(text)
-    return clip("".join(_printable(ch) for ch in text), limit)
+    return clip("".join(_printable(ch) for ch in text), limit, count_cut=count_cut)
 
 
 def quoted(text: str | None, limit: int = QUOTE_CHARS) -> str:
     """An answer quoted inside a one-line reason: its repr, clipped; None stays `null`."""
-    return "null" if text is None else repr(clip(text, limit))
+    return "null" if text is None else repr(clip(text, limit, count_cut=False))
 
 
 def exception_text(exc: BaseException) -> str:

@@ -14,8 +14,9 @@ from servegate.endpoints.types import Completion
 
 
 def excerpt(text: str | None, limit: int = FINDING_CHARS) -> str:
-    """An answer as a finding shows it (servegate.endpoints.text.excerpt, FINDING_CHARS)."""
-    return text_excerpt(text, limit)
+    """An answer as a finding shows it (servegate.endpoints.text.excerpt, FINDING_CHARS, saying
+    how much was cut)."""
+    return text_excerpt(text, limit, count_cut=True)
 
 
 def describe(result: Completion) -> str:
