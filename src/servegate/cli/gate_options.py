@@ -299,8 +299,8 @@ class GateOptions:
             metavar="NAME",
             help="Compare with a stored baseline (`servegate baseline record`) instead of "
             "--baseline: its server may be gone. Refused when the suite, policy, model or "
-            "servegate version differ from its recording; the performance gate is not measured "
-            "against it.",
+            "servegate version differ from its recording; the performance gate is not applicable "
+            "to it (skipped with its reason).",
         )
     )
     run_dir: Path = field(

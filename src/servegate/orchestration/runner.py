@@ -188,9 +188,10 @@ def _stored_fingerprint(store: Engine, stored: StoredBaseline, model: str | None
     return recorded.model_copy(update={"model": model, "stored_baseline": named})
 
 
-async def _performance_not_measured(
+async def _performance_not_applicable(
     pair: EndpointPair, cfg: GateConfig, progress: GateProgress
 ) -> GateResult:
+    """The performance gate against a stored baseline: not applicable, skipped with its reason."""
     why = (
         "the baseline is a stored recording: latency and throughput are compared only between "
         "live servers measured in interleaved blocks, where the drift of a shared machine cancels"
@@ -258,12 +259,13 @@ async def run(
     endpoint's fingerprint changed, the gates it judged are kept, the others are run.
     `recording` (`servegate baseline record`) lets both sides be one server. With
     `cfg.baseline_run`, the stored baseline of that name in `store` answers for the baseline
-    (nothing is launched for it), and the performance gate is not measured."""
+    (nothing is launched for it), and the performance gate is not applicable (skipped with its
+    reason)."""
     if resume is not None and store is None:
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
     stored = _stored_baseline(cfg, store)
     if stored is not None:
-        gates = {**gates, "performance": _performance_not_measured}
+        gates = {**gates, "performance": _performance_not_applicable}
     if cfg.baseline.launch is None and cfg.candidate.launch is None:
         b_url, c_url = (
             normalise_url(cfg.baseline.url_template),
