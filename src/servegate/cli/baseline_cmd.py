@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 import click
+from sqlalchemy import Engine
 
 from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.gate_options import option
 from servegate.config.loader import ConfigError, load_policy, validate
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import EndpointError
@@ -25,17 +27,13 @@ from servegate.store.baselines import (
     untrustworthy,
 )
 from servegate.store.reader import find_run
-from servegate.store.writer import DEFAULT_DB, StoreError, open_engine
-from servegate.verdict.model import Status
+from servegate.store.writer import StoreError, open_engine
+from servegate.verdict.model import Report, Status
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE
 
 RECORDED_GATES = ("startup", "numerics", "embeddings", "golden", "context")
-db_option = click.option(
-    "--db",
-    default=str(DEFAULT_DB),
-    show_default=True,
-    metavar="PATH|URL",
-    help="The run database holding the baselines (SQLite path or SQLAlchemy URL).",
+db_option = option("db").worded(
+    "The run database holding the baselines (SQLite path or SQLAlchemy URL)."
 )
 
 
@@ -58,37 +56,20 @@ def _gates(value: str) -> tuple[str, ...]:
 @baseline.command("record")
 @click.option("--endpoint", "url", required=True, metavar="URL", help="The baseline server.")
 @click.option("--name", required=True, help="The baseline's name, for --baseline-run NAME.")
-@click.option("--model", default=None, help="Model name to send (default: the first listed).")
-@click.option("--api-key-env", default=None, metavar="VAR", help="Variable holding the API key.")
-@click.option(
-    "--gates",
-    "gate_names",
+# The questions `gate` asks too, declared there (gate_options.py), worded for a recording.
+@option("model").worded("Model name to send (default: the first listed).")
+@option("api_key_env").worded("Variable holding the API key.")
+@option("gate_names").worded(
+    "Correctness gates to record; a later run may ask for any of them.",
     default=",".join(RECORDED_GATES),
-    show_default=True,
-    help="Correctness gates to record; a later run may ask for any of them.",
 )
-@click.option(
-    "--suite",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A golden-suite YAML file instead of the shipped default.",
-)
-@click.option("--category", "categories", multiple=True, help="Only these golden categories.")
-@click.option(
-    "--policy",
-    "policy_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Verdict policy YAML; runs against this baseline must use the same.",
-)
-@click.option(
-    "--numerics-prompts",
-    default=12,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="How many of the shipped numerics prompts to record.",
-)
+@option("suite")
+@option("categories").worded("Only these golden categories.")
+@option("policy_path").worded("Verdict policy YAML; runs against this baseline must use the same.")
+@option("numerics_prompts").worded("How many of the shipped numerics prompts to record.")
 @click.option("--replace", is_flag=True, help="Replace a baseline of the same name.")
 @db_option
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@option("quiet").worded("No progress display.")
 def record(
     url: str,
     name: str,
@@ -140,25 +121,8 @@ def record(
                 cfg, store=store, run_name=f"baseline {name}", progress=progress, recording=True
             )
             report = asyncio.run(recording)
-        if report.verdict is not Status.PASS:
-            fail(
-                f"not recorded: {display_url(url)} does not pass against itself "
-                f"({report.verdict}: {report.reason}; run {report.run_id})",
-                report.exit_code or EXIT_INCONCLUSIVE,
-            )
-        why = untrustworthy(store, report.run_id)
-        if why is not None:
-            fail(f"not recorded: {why} (run {report.run_id})", EXIT_INCONCLUSIVE)
-        fingerprints = json.loads(find_run(store, report.run_id)["fingerprint_json"] or "{}")
-        stored = StoredBaseline(
-            name=name,
-            run_id=report.run_id,
-            created_at=report.finished_at,
-            endpoint_url=display_url(normalise_url(url)),
-            model=report.baseline.model,
-            fingerprints=fingerprints,
-            config=cfg.model_dump(mode="json"),
-        )
+        _refuse_untrusted(store, report, url)
+        stored = _stored(store, report, name, url, cfg)
         save_baseline(store, stored, replace=replace)
     except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
         fail(str(exc), exc.exit_code)
@@ -169,6 +133,34 @@ def record(
             markup=False,
             highlight=False,
         )
+
+
+def _refuse_untrusted(store: Engine, report: Report, url: str) -> None:
+    """Not recorded (exit 1 or 3): the endpoint did not pass against itself, or an answer of
+    the recording cannot be truth."""
+    if report.verdict is not Status.PASS:
+        fail(
+            f"not recorded: {display_url(url)} does not pass against itself "
+            f"({report.verdict}: {report.reason}; run {report.run_id})",
+            report.exit_code or EXIT_INCONCLUSIVE,
+        )
+    why = untrustworthy(store, report.run_id)
+    if why is not None:
+        fail(f"not recorded: {why} (run {report.run_id})", EXIT_INCONCLUSIVE)
+
+
+def _stored(store: Engine, report: Report, name: str, url: str, cfg: GateConfig) -> StoredBaseline:
+    """The baseline `name` as its recording run left it: endpoint, model, fingerprints, config."""
+    fingerprints = json.loads(find_run(store, report.run_id)["fingerprint_json"] or "{}")
+    return StoredBaseline(
+        name=name,
+        run_id=report.run_id,
+        created_at=report.finished_at,
+        endpoint_url=display_url(normalise_url(url)),
+        model=report.baseline.model,
+        fingerprints=fingerprints,
+        config=cfg.model_dump(mode="json"),
+    )
 
 
 def _summary(b: StoredBaseline) -> dict[str, object]:

@@ -188,9 +188,10 @@ def _stored_fingerprint(store: Engine, stored: StoredBaseline, model: str | None
     return recorded.model_copy(update={"model": model, "stored_baseline": named})
 
 
-async def _performance_not_measured(
+async def _performance_not_applicable(
     pair: EndpointPair, cfg: GateConfig, progress: GateProgress
 ) -> GateResult:
+    """The performance gate against a stored baseline: not applicable, skipped with its reason."""
     why = (
         "the baseline is a stored recording: latency and throughput are compared only between "
         "live servers measured in interleaved blocks, where the drift of a shared machine cancels"
@@ -258,12 +259,13 @@ async def run(
     endpoint's fingerprint changed, the gates it judged are kept, the others are run.
     `recording` (`servegate baseline record`) lets both sides be one server. With
     `cfg.baseline_run`, the stored baseline of that name in `store` answers for the baseline
-    (nothing is launched for it), and the performance gate is not measured."""
+    (nothing is launched for it), and the performance gate is not applicable (skipped with its
+    reason)."""
     if resume is not None and store is None:
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
     stored = _stored_baseline(cfg, store)
     if stored is not None:
-        gates = {**gates, "performance": _performance_not_measured}
+        gates = {**gates, "performance": _performance_not_applicable}
     if cfg.baseline.launch is None and cfg.candidate.launch is None:
         b_url, c_url = (
             normalise_url(cfg.baseline.url_template),
@@ -324,6 +326,225 @@ async def _fingerprint(
     )  # fmt: skip
 
 
+def _url_of(name: str, side: EndpointConfig, managed: Mapping[str, Managed]) -> str:
+    """The side's OpenAI base URL: where servegate launched it, else as configured."""
+    if name in managed:
+        return normalise_url(managed[name].url)
+    # A managed side left unstarted (an earlier side failed) gets a placeholder port.
+    return normalise_url(side.url_template.replace(PORT_PLACEHOLDER, "0"))
+
+
+def _refuse_unstarted_replica(managed: Mapping[str, Managed]) -> None:
+    """A launched baseline-replica that did not start ends the run before anything is judged."""
+    replica = managed.get("baseline-replica")
+    if replica is not None and not replica.evidence.ready:
+        raise PreflightError(
+            f"the baseline-replica did not start: {replica.evidence.message} "
+            f"(log {replica.evidence.log_path})",
+            EXIT_INCONCLUSIVE,
+        )
+
+
+@dataclass(frozen=True)
+class _Sides:
+    """The run's endpoints, and the base URLs of baseline and candidate."""
+
+    baseline: Endpoint
+    candidate: Endpoint
+    replica: Endpoint | None
+    baseline_url: str
+    candidate_url: str
+
+    async def aclose(self) -> None:
+        """Close baseline, candidate and replica, in that order."""
+        await self.baseline.aclose()
+        await self.candidate.aclose()
+        if self.replica is not None:
+            await self.replica.aclose()
+
+
+def _sides(
+    cfg: GateConfig,
+    managed: Mapping[str, Managed],
+    store: Engine | None,
+    stored: StoredBaseline | None,
+) -> _Sides:
+    """The endpoints to compare: the baseline is the stored recording when the run has one."""
+    b_url = _url_of("baseline", cfg.baseline, managed)
+    c_url = _url_of("candidate", cfg.candidate, managed)
+    baseline: Endpoint = (
+        stored_endpoint(store, stored)
+        if stored is not None and store is not None
+        else OpenAIEndpoint("baseline", b_url, api_key_env=cfg.baseline.api_key_env)
+    )
+    candidate = OpenAIEndpoint("candidate", c_url, api_key_env=cfg.candidate.api_key_env)
+    replica = (
+        OpenAIEndpoint(
+            "baseline-replica",
+            _url_of("baseline-replica", cfg.baseline_replica, managed),
+            api_key_env=cfg.baseline_replica.api_key_env,
+        )
+        if cfg.baseline_replica is not None
+        else None
+    )
+    return _Sides(baseline, candidate, replica, b_url, c_url)
+
+
+async def _preflight_sides(
+    cfg: GateConfig, sides: _Sides, *, launch_failed: bool
+) -> tuple[Preflight, Preflight, str | None]:
+    """Each side's preflight (the replica's only checked) and the model to send; after a failed
+    launch nothing is asked and the configured model stands."""
+    if launch_failed:
+        return Preflight(models=()), Preflight(models=()), cfg.model
+    b_pre = await preflight(sides.baseline, cfg.probe_deadline_s)
+    c_pre = await preflight(sides.candidate, cfg.probe_deadline_s)
+    if sides.replica is not None:
+        await preflight(sides.replica, cfg.probe_deadline_s)
+    return b_pre, c_pre, _choose_model(cfg, b_pre, c_pre)
+
+
+async def _side_fingerprints(
+    cfg: GateConfig,
+    sides: _Sides,
+    held: HeldRecords,
+    model: str | None,
+    listed: tuple[Preflight, Preflight],
+    *,
+    managed: Mapping[str, Managed],
+    store: Engine | None,
+    stored: StoredBaseline | None,
+) -> tuple[Fingerprint, Fingerprint]:
+    """Baseline and candidate fingerprints, their GETs held in `held`; a stored baseline's is
+    the one its recording saw."""
+    if stored is not None and store is not None:
+        b_fp = _stored_fingerprint(store, stored, model)
+    else:
+        b_fp = await _fingerprint("baseline", cfg.baseline, held.wrap(sides.baseline),
+                                  display_url(sides.baseline_url), model, listed[0].models,
+                                  managed)  # fmt: skip
+    c_fp = await _fingerprint("candidate", cfg.candidate, held.wrap(sides.candidate),
+                              display_url(sides.candidate_url), model, listed[1].models,
+                              managed)  # fmt: skip
+    return b_fp, c_fp
+
+
+def _run_row(
+    cfg: GateConfig,
+    fingerprints: Mapping[str, Any],
+    sides: _Sides,
+    model: str | None,
+    *,
+    store: Engine | None,
+    stored: StoredBaseline | None,
+    resume: ResumePoint | None,
+    run_name: str | None,
+) -> RunWriter | None:
+    """The run's row: refused when the stored baseline or the resumed run no longer matches
+    these fingerprints; the resumed run's next attempt, else a new row; none without a store."""
+    if stored is not None:
+        refusal = baseline_refusal(stored, fingerprints)
+        if refusal is not None:
+            raise PreflightError(refusal, EXIT_USAGE)
+    if store is None:
+        return None
+    if resume is not None:
+        refusal = _resume_refusal(resume, fingerprints)
+        if refusal is not None:
+            raise PreflightError(refusal, EXIT_USAGE)
+        return RunWriter.resume(store, resume.run_id, resume.attempt)
+    return RunWriter.start(
+        store,
+        baseline_url=display_url(sides.baseline_url),
+        candidate_url=display_url(sides.candidate_url),
+        model=model,
+        config=cfg.model_dump(mode="json"),
+        name=run_name,
+        fingerprints=fingerprints,
+    )
+
+
+def _pair(
+    cfg: GateConfig,
+    sides: _Sides,
+    model: str | None,
+    recorder: Recorder,
+    launches: Mapping[str, LaunchEvidence],
+) -> EndpointPair:
+    """What every gate is given: the sides, the model, the recorder and the run's limits."""
+    return EndpointPair(
+        sides.baseline, sides.candidate, model=model, recorder=recorder, replica=sides.replica,
+        hung_after=cfg.hung_after_timeouts, timeout_factor=cfg.policy.timeout_latency_factor,
+        launches=launches, sides_at_once=cfg.sides_at_once,
+    )  # fmt: skip
+
+
+async def _gate_results(
+    pair: EndpointPair,
+    cfg: GateConfig,
+    writer: RunWriter | None,
+    *,
+    launch_failed: bool,
+    progress: ProgressFn | None,
+    gates: Mapping[str, GateRunner],
+    resume: ResumePoint | None,
+) -> list[GateResult]:
+    """Every gate's result in the gate table's order, each committed as it is judged: a failed
+    launch judges startup alone, and the run's deadline closes the gates it leaves."""
+    previous = resume.finished if resume is not None else ()
+    results: list[GateResult] = list(previous)
+
+    def keep(result: GateResult) -> None:
+        results.append(result)
+        if writer is not None:
+            writer.gate(result)
+
+    if launch_failed:
+        for result in _launch_failed(cfg, pair.launches, gates):
+            keep(result)
+    else:
+        try:
+            async with asyncio.timeout(cfg.run_deadline_s) as deadline:
+                await run_gates(pair, cfg, progress, finished=keep, gates=gates, previous=previous)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            for result in after_deadline(cfg, gates, results):
+                keep(result)
+    order = list(gates)
+    results.sort(key=lambda r: order.index(r.name) if r.name in order else len(order))
+    return results
+
+
+def _report(
+    results: Sequence[GateResult],
+    fingerprints: tuple[Fingerprint, Fingerprint],
+    writer: RunWriter | None,
+    start: tuple[datetime, float],
+) -> Report:
+    """The run's report: the verdict decided from the gates' results, timed from `start`."""
+    started, t0 = start
+    verdict = decide(results)
+    return Report(
+        tool=f"servegate {__version__}",
+        run_id=writer.run_id if writer is not None else "unsaved",
+        started_at=started.isoformat(timespec="seconds"),
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        duration_s=round(time.perf_counter() - t0, 2),
+        attempt=writer.attempt if writer is not None else 1,
+        verdict=verdict.status,
+        exit_code=verdict.exit_code,
+        reason=verdict.reason,
+        baseline=fingerprints[0],
+        candidate=fingerprints[1],
+        gates=tuple(results),
+        correctness=correctness_table(results),
+        performance=performance_table(results),
+        performance_evidence=performance_evidence(results),
+        definitions=DEFINITIONS,
+    )
+
+
 async def _run(
     cfg: GateConfig,
     managed: Mapping[str, Managed],
@@ -336,146 +557,61 @@ async def _run(
     resume: ResumePoint | None,
     stored: StoredBaseline | None,
 ) -> Report:
-    def url_of(name: str, side: EndpointConfig) -> str:
-        if name in managed:
-            return normalise_url(managed[name].url)
-        # A managed side left unstarted (an earlier side failed) gets a placeholder port.
-        return normalise_url(side.url_template.replace(PORT_PLACEHOLDER, "0"))
-
-    b_url, c_url = url_of("baseline", cfg.baseline), url_of("candidate", cfg.candidate)
-    launches = {n: m.evidence for n, m in managed.items() if n in ("baseline", "candidate")}
-    replica_launch = managed.get("baseline-replica")
-    if replica_launch is not None and not replica_launch.evidence.ready:
-        raise PreflightError(
-            f"the baseline-replica did not start: {replica_launch.evidence.message} "
-            f"(log {replica_launch.evidence.log_path})",
-            EXIT_INCONCLUSIVE,
-        )
-    failed = any(not ev.ready for ev in launches.values())
-    baseline: Endpoint = (
-        stored_endpoint(store, stored)
-        if stored is not None and store is not None
-        else OpenAIEndpoint("baseline", b_url, api_key_env=cfg.baseline.api_key_env)
-    )
-    candidate = OpenAIEndpoint("candidate", c_url, api_key_env=cfg.candidate.api_key_env)
-    replica = (
-        OpenAIEndpoint(
-            "baseline-replica",
-            url_of("baseline-replica", cfg.baseline_replica),
-            api_key_env=cfg.baseline_replica.api_key_env,
-        )
-        if cfg.baseline_replica is not None
-        else None
-    )
-    started, t0 = start
+    """The run once its managed sides are up; its endpoints are closed however it ends."""
+    _refuse_unstarted_replica(managed)
+    sides = _sides(cfg, managed, store, stored)
     try:
-        if failed:
-            b_pre = c_pre = Preflight(models=())
-            model = cfg.model
-        else:
-            b_pre = await preflight(baseline, cfg.probe_deadline_s)
-            c_pre = await preflight(candidate, cfg.probe_deadline_s)
-            if replica is not None:
-                await preflight(replica, cfg.probe_deadline_s)
-            model = _choose_model(cfg, b_pre, c_pre)
-        # The fingerprint's GETs are sent before the run's row exists: kept here, recorded
-        # under gate "fingerprint" once it does.
-        held = HeldRecords()
-        if stored is not None and store is not None:
-            b_fp = _stored_fingerprint(store, stored, model)
-        else:
-            b_fp = await _fingerprint("baseline", cfg.baseline, held.wrap(baseline),
-                                      display_url(b_url), model, b_pre.models, managed)  # fmt: skip
-        c_fp = await _fingerprint("candidate", cfg.candidate, held.wrap(candidate),
-                                  display_url(c_url), model, c_pre.models, managed)  # fmt: skip
-        fingerprints = run_fingerprints(cfg, {"baseline": b_fp, "candidate": c_fp})
-        if stored is not None:
-            refusal = baseline_refusal(stored, fingerprints)
-            if refusal is not None:
-                raise PreflightError(refusal, EXIT_USAGE)
-        writer: RunWriter | None = None
-        if resume is not None and store is not None:
-            refusal = _resume_refusal(resume, fingerprints)
-            if refusal is not None:
-                raise PreflightError(refusal, EXIT_USAGE)
-            writer = RunWriter.resume(store, resume.run_id, resume.attempt)
-            started = datetime.fromisoformat(resume.started_at)
-        elif store is not None:
-            writer = RunWriter.start(
-                store,
-                baseline_url=display_url(b_url),
-                candidate_url=display_url(c_url),
-                model=model,
-                config=cfg.model_dump(mode="json"),
-                name=run_name,
-                fingerprints=fingerprints,
-            )
-        try:
-            recorder: Recorder = writer if writer is not None else NullRecorder()
-            held.flush(recorder)
-            pair = EndpointPair(
-                baseline, candidate, model=model, recorder=recorder, replica=replica,
-                hung_after=cfg.hung_after_timeouts,
-                timeout_factor=cfg.policy.timeout_latency_factor, launches=launches,
-                sides_at_once=cfg.sides_at_once,
-            )  # fmt: skip
-            previous = resume.finished if resume is not None else ()
-            results: list[GateResult] = list(previous)
-
-            def keep(result: GateResult) -> None:
-                results.append(result)
-                if writer is not None:
-                    writer.gate(result)
-
-            if failed:
-                for result in _launch_failed(cfg, launches, gates):
-                    keep(result)
-            else:
-                try:
-                    async with asyncio.timeout(cfg.run_deadline_s) as deadline:
-                        await run_gates(
-                            pair, cfg, progress, finished=keep, gates=gates, previous=previous
-                        )
-                except TimeoutError:
-                    if not deadline.expired():
-                        raise
-                    for result in after_deadline(cfg, gates, results):
-                        keep(result)
-            order = list(gates)
-            results.sort(key=lambda r: order.index(r.name) if r.name in order else len(order))
-            # Memory peaks cover the whole run: read them now.
-            b_fp = _with_launch(b_fp, managed.get("baseline"))
-            c_fp = _with_launch(c_fp, managed.get("candidate"))
-            verdict = decide(results)
-            report = Report(
-                tool=f"servegate {__version__}",
-                run_id=writer.run_id if writer is not None else "unsaved",
-                started_at=started.isoformat(timespec="seconds"),
-                finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                duration_s=round(time.perf_counter() - t0, 2),
-                attempt=writer.attempt if writer is not None else 1,
-                verdict=verdict.status,
-                exit_code=verdict.exit_code,
-                reason=verdict.reason,
-                baseline=b_fp,
-                candidate=c_fp,
-                gates=tuple(results),
-                correctness=correctness_table(results),
-                performance=performance_table(results),
-                performance_evidence=performance_evidence(results),
-                definitions=DEFINITIONS,
-            )
-            if writer is not None:
-                writer.finish(report)
-            return report
-        except BaseException as exc:
-            if writer is not None:
-                # Best effort: the database may be what failed; the original error is raised.
-                with contextlib.suppress(StoreError):
-                    writer.crashed(_crash_reason(exc, _secrets(cfg)))
-            raise
+        return await _compare(cfg, managed, sides, start, store=store, run_name=run_name,
+                              progress=progress, gates=gates, resume=resume,
+                              stored=stored)  # fmt: skip
     finally:
-        await baseline.aclose()
-        await candidate.aclose()
-        if replica is not None:
-            await replica.aclose()
+        await sides.aclose()
+
+
+async def _compare(
+    cfg: GateConfig,
+    managed: Mapping[str, Managed],
+    sides: _Sides,
+    start: tuple[datetime, float],
+    *,
+    store: Engine | None,
+    run_name: str | None,
+    progress: ProgressFn | None,
+    gates: Mapping[str, GateRunner],
+    resume: ResumePoint | None,
+    stored: StoredBaseline | None,
+) -> Report:
+    """Preflight, fingerprints and the run's row, then the gates; once the row exists, a run
+    that raises is marked crashed (best effort) and the error goes on."""
+    launches = {n: m.evidence for n, m in managed.items() if n in ("baseline", "candidate")}
+    failed = any(not ev.ready for ev in launches.values())
+    b_pre, c_pre, model = await _preflight_sides(cfg, sides, launch_failed=failed)
+    # The fingerprint's GETs are sent before the run's row exists: kept here, recorded
+    # under gate "fingerprint" once it does.
+    held = HeldRecords()
+    b_fp, c_fp = await _side_fingerprints(cfg, sides, held, model, (b_pre, c_pre),
+                                          managed=managed, store=store, stored=stored)  # fmt: skip
+    fingerprints = run_fingerprints(cfg, {"baseline": b_fp, "candidate": c_fp})
+    writer = _run_row(cfg, fingerprints, sides, model, store=store, stored=stored,
+                      resume=resume, run_name=run_name)  # fmt: skip
+    if resume is not None and store is not None:
+        start = (datetime.fromisoformat(resume.started_at), start[1])
+    try:
+        recorder: Recorder = writer if writer is not None else NullRecorder()
+        held.flush(recorder)
+        pair = _pair(cfg, sides, model, recorder, launches)
+        results = await _gate_results(pair, cfg, writer, launch_failed=failed,
+                                      progress=progress, gates=gates, resume=resume)  # fmt: skip
+        # Memory peaks cover the whole run: read them now.
+        b_fp = _with_launch(b_fp, managed.get("baseline"))
+        c_fp = _with_launch(c_fp, managed.get("candidate"))
+        report = _report(results, (b_fp, c_fp), writer, start)
+        if writer is not None:
+            writer.finish(report)
+        return report
+    except BaseException as exc:
+        if writer is not None:
+            # Best effort: the database may be what failed; the original error is raised.
+            with contextlib.suppress(StoreError):
+                writer.crashed(_crash_reason(exc, _secrets(cfg)))
+        raise

@@ -86,3 +86,13 @@ def test_delete_forgets_the_name_and_keeps_the_recorded_run(tmp_path: Path) -> N
     with sqlite3.connect(db) as conn:
         assert conn.execute("select count(*) from baselines").fetchone() == (0,)
         assert conn.execute("select count(*) from runs").fetchone() == (1,)
+
+
+def test_gate_help_calls_performance_against_a_stored_baseline_not_applicable() -> None:
+    # Issue 25: against a recording the performance gate is skipped as not applicable (neither a
+    # pass nor a gap); the help called it "not measured", which is a gap (inconclusive).
+    shown = CliRunner().invoke(gate, ["--help"], terminal_width=400)
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "the performance gate is not applicable to it (skipped with its reason)" in text
+    assert "performance gate is not measured" not in text

@@ -477,11 +477,11 @@ async def test_performance_against_a_stored_recording_is_not_applicable_and_a_go
     # Issue 20 item 9: the default gate list includes performance, which against a recording
     # was INCONCLUSIVE, so `gate --baseline-run NAME --candidate URL` exited 3 on a good
     # candidate. It is not applicable there: skipped with its reason, never a pass or a gap.
-    from servegate.orchestration.runner import _performance_not_measured
+    from servegate.orchestration.runner import _performance_not_applicable
     from servegate.verdict.rules import decide
 
     cfg = _gates_cfg(urls, ("startup", "performance"))
-    result = await _performance_not_measured(None, cfg, lambda *a: None)  # type: ignore[arg-type]
+    result = await _performance_not_applicable(None, cfg, lambda *a: None)  # type: ignore[arg-type]
     assert result.status is Status.SKIP
     assert result.not_applicable
     assert result.not_measured == ()

@@ -260,88 +260,145 @@ def _stream_check(judged: Sequence[Judged], policy: Policy, model: str | None) -
 
 def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> GateResult:
     """Judge every probe relative to the baseline and its noise; degeneration and hangs block."""
+    judged, tie = _judged(ev, policy)
+    kinds = baseline_kinds(ev)
+    findings = _probe_findings(judged, ev, kinds)
+    canary, unusable_notes, unusable = _canary_check(judged, policy)
+    findings += unusable_notes
+    stream = _stream_check(judged, policy, ev.model)
+    if stream.outcome == "fail":
+        findings += _stream_parity_findings(judged, ev)
+    cats = category_rates(judged)
+    checks = [
+        _regressions_check(judged, findings),
+        canary,
+        _structured_check(cats.get("structured")),
+        _degeneration_check(ev, findings, policy),
+        _degeneration_rate(ev, kinds, policy),
+        stream,
+        _hangs_check(ev, findings, policy),
+        *_unjudged_checks(judged, unusable_notes, unusable),
+    ]
+    divergences = [d for j in judged if (d := _divergence(j)) is not None]
+    return gate_result(
+        NAME,
+        checks,
+        strict=strict,
+        findings=findings,
+        divergences=divergences,
+        metrics=_metrics(ev, judged, tie),
+        details={"categories": cats, "probes": [_probe_detail(j) for j in judged]},
+    )
+
+
+def _judged(ev: GoldenEvidence, policy: Policy) -> tuple[list[Judged], float]:
+    """Every probe judged, and the near-tie limit they were judged with (from the baseline's
+    own flips)."""
     flips = [c for c in self_flips(ev.observations) if c.gap_nats is not None]
     tie = near_tie_limit(
         policy.near_tie_margin_nats,
         (c.gap_nats or 0.0 for c in flips),
         policy.near_tie_margin_max_nats,
     )
-    judged = [judge(o, tie) for o in ev.observations]
+    return [judge(o, tie) for o in ev.observations], tie
+
+
+def _probe_findings(
+    judged: Sequence[Judged], ev: GoldenEvidence, kinds: Counter[str]
+) -> list[Finding]:
+    """Each probe's findings: its content (the notes, then what blocks), its status, its stream."""
     findings: list[Finding] = []
-    kinds = baseline_kinds(ev)
     for j in judged:
         seen = _content_findings(j, ev, kinds)
         content = [f for f in seen if f.blocking]
         findings += [f for f in seen if not f.blocking]
         findings += content + _status_findings(j, ev, bool(content))
         findings += _stream_findings(j, ev)
-    canary, unusable_notes, unusable = _canary_check(judged, policy)
-    findings += unusable_notes
-    stream = _stream_check(judged, policy, ev.model)
-    if stream.outcome == "fail":
-        findings += [
-            _finding(
-                j,
-                ev,
-                "stream_parity",
-                Severity.MAJOR,
-                "the streamed answer differs from the non-streamed one; the baseline's does not",
-                streamed=True,
-            )
-            for j in judged
-            if j.obs.stream_mismatch == (False, True) and not j.obs.unstable
-        ]
+    return findings
+
+
+def _stream_parity_findings(judged: Sequence[Judged], ev: GoldenEvidence) -> list[Finding]:
+    """The probes whose streamed answer differs from the non-streamed one where the baseline's
+    does not (the stream check failed)."""
+    return [
+        _finding(
+            j,
+            ev,
+            "stream_parity",
+            Severity.MAJOR,
+            "the streamed answer differs from the non-streamed one; the baseline's does not",
+            streamed=True,
+        )
+        for j in judged
+        if j.obs.stream_mismatch == (False, True) and not j.obs.unstable
+    ]
+
+
+def _regressions_check(judged: Sequence[Judged], findings: Sequence[Finding]) -> Check:
+    """No probe regressed beyond noise, and no other blocking finding (degeneration and hangs
+    have checks of their own)."""
     blocking = [f for f in findings if f.blocking]
-    cats = category_rates(judged)
-    degenerate_n = sum(1 for f in findings if f.category in ("degeneration", "empty_output"))
-    hangs = sum(1 for f in findings if f.category == "timeout")
     regressed = [j for j in judged if j.status is ProbeStatus.REGRESSED]
     # A regression needs a baseline that passes and a candidate that answered.
     scored = [j for j in judged if j.status in _COMPARED]
     other = [f for f in blocking if f.category not in ("degeneration", "empty_output", "timeout")]
+    return check(
+        "regressions",
+        "probes regressed beyond noise",
+        failed=True if regressed or other else (False if scored else None),
+        candidate=f"{len(regressed)} of {len(scored)} judged",
+        limit="0",
+        core=True,
+        reason="; ".join(f"{f.probe}: {f.message}" for f in other[:3])[:400],
+        baseline=f"{sum(j.status is ProbeStatus.PASS for j in judged)} pass",
+    )
+
+
+def _degeneration_check(ev: GoldenEvidence, findings: Sequence[Finding], policy: Policy) -> Check:
+    """Severe degeneration (and empty answers) of a kind the baseline never shows, counted from
+    the findings; not measured when no probe was answered on both sides."""
+    degenerate_n = sum(1 for f in findings if f.category in ("degeneration", "empty_output"))
     answered = [o for o in ev.observations if o.baseline.ok and o.candidate.ok]
+    return check(
+        "degeneration",
+        "severe degeneration of a kind the baseline never shows",
+        failed=degenerate_n > policy.severe_degeneration_max if answered else None,
+        candidate=f"{degenerate_n} answer(s)",
+        policy_key="severe_degeneration_max",
+        limit=f"≤ {policy.severe_degeneration_max}",
+        row=ROWS["degeneration"],
+        baseline=f"{_severe(ev, 'baseline')} answer(s)",
+    )
+
+
+def _hangs_check(ev: GoldenEvidence, findings: Sequence[Finding], policy: Policy) -> Check:
+    """The candidate's requests that hung within `hangs_max`; not measured when nothing was
+    sent to it."""
+    hangs = sum(1 for f in findings if f.category == "timeout")
     attempted = [
         r
         for o in ev.observations
         for r in (o.candidate, o.candidate_stream)
         if not (r.error is not None and r.error.category == "not_sent")
     ]
-    checks = [
-        check(
-            "regressions",
-            "probes regressed beyond noise",
-            failed=True if regressed or other else (False if scored else None),
-            candidate=f"{len(regressed)} of {len(scored)} judged",
-            limit="0",
-            core=True,
-            reason="; ".join(f"{f.probe}: {f.message}" for f in other[:3])[:400],
-            baseline=f"{sum(j.status is ProbeStatus.PASS for j in judged)} pass",
-        ),
-        canary,
-        _structured_check(cats.get("structured")),
-        check(
-            "degeneration",
-            "severe degeneration of a kind the baseline never shows",
-            failed=degenerate_n > policy.severe_degeneration_max if answered else None,
-            candidate=f"{degenerate_n} answer(s)",
-            policy_key="severe_degeneration_max",
-            limit=f"≤ {policy.severe_degeneration_max}",
-            row=ROWS["degeneration"],
-            baseline=f"{_severe(ev, 'baseline')} answer(s)",
-        ),
-        _degeneration_rate(ev, kinds, policy),
-        stream,
-        check(
-            "hangs",
-            "requests that hung",
-            failed=hangs > policy.hangs_max if attempted else None,
-            candidate=str(hangs),
-            limit=f"≤ {policy.hangs_max}",
-            policy_key="hangs_max",
-            row=ROWS["hangs"],
-            reason="" if attempted else "nothing was sent to the candidate (it hung earlier)",
-        ),
-    ]
+    return check(
+        "hangs",
+        "requests that hung",
+        failed=hangs > policy.hangs_max if attempted else None,
+        candidate=str(hangs),
+        limit=f"≤ {policy.hangs_max}",
+        policy_key="hangs_max",
+        row=ROWS["hangs"],
+        reason="" if attempted else "nothing was sent to the candidate (it hung earlier)",
+    )
+
+
+def _unjudged_checks(
+    judged: Sequence[Judged], unusable_notes: Sequence[Finding], unusable: int
+) -> list[Check]:
+    """Not measured: the probes that could not be judged, and the canaries unusable for this
+    model."""
+    checks = []
     inconclusive = [j for j in judged if j.status is ProbeStatus.INCONCLUSIVE]
     if inconclusive:
         why = "; ".join(f"{j.obs.probe.id}: {j.why}" for j in inconclusive)[:500]
@@ -356,29 +413,17 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
                 f"{names}",
             )
         )
-    divergences = [d for j in judged if (d := _divergence(j)) is not None]
-    metrics = _metrics(ev, judged, tie)
-    details = {
-        "categories": cats,
-        "probes": [
-            {
-                "probe": j.obs.probe.id,
-                "category": j.obs.probe.category,
-                "status": str(j.status),
-                "why": j.why,
-            }
-            for j in judged
-        ],
+    return checks
+
+
+def _probe_detail(j: Judged) -> dict[str, str]:
+    """One probe's line in the report's details: its id, category, status and why."""
+    return {
+        "probe": j.obs.probe.id,
+        "category": j.obs.probe.category,
+        "status": str(j.status),
+        "why": j.why,
     }
-    return gate_result(
-        NAME,
-        checks,
-        strict=strict,
-        findings=findings,
-        divergences=divergences,
-        metrics=metrics,
-        details=details,
-    )
 
 
 def _severe(ev: GoldenEvidence, side: str) -> int:

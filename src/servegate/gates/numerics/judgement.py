@@ -5,7 +5,7 @@ Every divergence is explained (numerics.py says what is measured and why).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -421,9 +421,8 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     """Judge flips, prefix drift, perplexity, cross-NLL and NaN/Inf against the
     noise floor and the policy; explain every divergence."""
     probes = _sort(ev)
-    floor = ev.noise
     tie = near_tie_limit(
-        policy.near_tie_margin_nats, floor.tie_gaps_nats(), policy.near_tie_margin_max_nats
+        policy.near_tie_margin_nats, ev.noise.tie_gaps_nats(), policy.near_tie_margin_max_nats
     )
     routes = routes_of(ev, policy)
     checks, divergences = _magnitude_checks(ev, probes, policy, tie, routes)
@@ -436,27 +435,38 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     findings += cross_findings
     prompt, prompt_findings = prompt_check(ev)
     findings += prompt_findings
+    checks += [prompt, ppl, cross, *_candidate_checks(ev, probes, policy)]
+    if not ev.noise.measured:
+        why = "no path of the baseline gave comparable answers: limits use the tolerance alone"
+        checks.append(not_measured("noise_floor", "the baseline's noise floor", why))
+    metrics = {
+        **_metrics(ev, probes, divergences, tie, routes),
+        **cross_metrics,
+        **ev.noise.metrics(),
+        **_perplexity_metrics(ppl_info),
+    }
+    return gate_result(
+        NAME,
+        checks,
+        strict=strict,
+        findings=findings,
+        divergences=divergences,
+        metrics=metrics,
+        details={"perplexity": ppl_info},
+    )
+
+
+def _candidate_checks(ev: NumericsEvidence, probes: _Probes, policy: Policy) -> list[Check]:
+    """NaN/Inf logprobs, requests the candidate failed, and hangs; each not measured when
+    nothing it needs reached the candidate."""
     # Zero requests sent to the candidate is not zero failures: each of these is not measured
     # then (a vacuous pass is no pass).
     sent = [o for o in ev.observations if not _not_sent(o.candidate)]
     idle = None if sent else "no probe was sent to the candidate"
-    hangs = check(
-        "hangs",
-        "requests that hung",
-        failed=probes.hangs > policy.hangs_max if sent else None,
-        candidate=str(probes.hangs),
-        limit=f"≤ {policy.hangs_max}",
-        policy_key="hangs_max",
-        row=ROW_HANGS,
-        reason=idle or "",
-    )
     non_finite_fail = any(f.category == "non_finite" and f.blocking for f in probes.findings)
     with_logprobs = [o for o in sent if o.candidate.logprobs or non_finite(o.candidate)]
     errors = [f for f in probes.findings if f.category == "request_error"]
-    checks += [
-        prompt,
-        ppl,
-        cross,
+    return [
         check(
             "non_finite",
             "NaN or infinite logprobs on the candidate",
@@ -472,13 +482,29 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
             limit="0",
             reason=idle or "",
         ),
-        hangs,
+        check(
+            "hangs",
+            "requests that hung",
+            failed=probes.hangs > policy.hangs_max if sent else None,
+            candidate=str(probes.hangs),
+            limit=f"≤ {policy.hangs_max}",
+            policy_key="hangs_max",
+            row=ROW_HANGS,
+            reason=idle or "",
+        ),
     ]
-    if not floor.measured:
-        why = "no path of the baseline gave comparable answers: limits use the tolerance alone"
-        checks.append(not_measured("noise_floor", "the baseline's noise floor", why))
+
+
+def _metrics(
+    ev: NumericsEvidence,
+    probes: _Probes,
+    divergences: Sequence[Divergence],
+    tie: float,
+    routes: Routes,
+) -> dict[str, MetricValue]:
+    """How the compared probes agreed, the flips by kind, and each side's scoring route."""
     pairs = probes.compared
-    metrics: dict[str, MetricValue] = {
+    return {
         "probes": len(ev.observations),
         "probes_compared": len(pairs),
         "exact_match_rate": _mean([float(c.exact) for _, c in pairs]),
@@ -494,24 +520,20 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
         "candidate_scoring_route": routes["candidate"].name,
         "baseline_echo_calibrated_nats": routes["baseline"].calibrated_nats,
         "candidate_echo_calibrated_nats": routes["candidate"].calibrated_nats,
-        **cross_metrics,
-        **floor.metrics(),
     }
-    if "tokens" in ppl_info:
-        metrics["perplexity_coverage"] = ppl_info["coverage"]
-        metrics["perplexity_tokens"] = ppl_info["tokens"]
-        metrics["baseline_reference_nll_nats"] = ppl_info["baseline_mean_nll_nats"]
-        metrics["perplexity_shift_nats"] = ppl_info["shift_nats"]
-        metrics["perplexity_shift_stderr_nats"] = ppl_info["stderr_nats"]
-        metrics["perplexity_shift_z"] = ppl_info["z"]
-        metrics["reference_argmax_flip_rate"] = ppl_info["argmax_flip_rate"]
-        metrics["reference_mean_abs_dlogprob_nats"] = ppl_info["mean_abs_dlogprob_nats"]
-    return gate_result(
-        NAME,
-        checks,
-        strict=strict,
-        findings=findings,
-        divergences=divergences,
-        metrics=metrics,
-        details={"perplexity": ppl_info},
-    )
+
+
+def _perplexity_metrics(info: Mapping[str, Any]) -> dict[str, MetricValue]:
+    """The perplexity shift's numbers, when reference texts were scored."""
+    if "tokens" not in info:
+        return {}
+    return {
+        "perplexity_coverage": info["coverage"],
+        "perplexity_tokens": info["tokens"],
+        "baseline_reference_nll_nats": info["baseline_mean_nll_nats"],
+        "perplexity_shift_nats": info["shift_nats"],
+        "perplexity_shift_stderr_nats": info["stderr_nats"],
+        "perplexity_shift_z": info["z"],
+        "reference_argmax_flip_rate": info["argmax_flip_rate"],
+        "reference_mean_abs_dlogprob_nats": info["mean_abs_dlogprob_nats"],
+    }

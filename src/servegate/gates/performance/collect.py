@@ -14,9 +14,10 @@ within it is compared (performance_capacity.py).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from servegate.config.models import GateConfig
+from servegate.config.models import GateConfig, PerformanceConfig
 from servegate.config.slo import SLO
 from servegate.endpoints.protocol import Endpoint
 from servegate.gates.pair import EndpointPair
@@ -104,10 +105,7 @@ async def collect(
     settings = cfg.performance
     spec = workload(settings)
     source = synthetic_source(spec, pair.model)
-    dl = cfg.request_deadline_s
-    sides: dict[str, Endpoint] = {"baseline": pair.baseline, "candidate": pair.candidate}
-    if pair.replica is not None:
-        sides[REPLICA] = pair.replica
+    sides = _load_sides(pair)
     stopped: dict[str, str] = {
         name: f"not sent: {name} was hung before this gate"
         for name, ep in sides.items()
@@ -116,125 +114,29 @@ async def collect(
     order = block_order(settings.blocks, replica=pair.replica is not None)
     alone_n = min(settings.isolated_prompts, settings.requests_per_block)
     sweep_steps = len(SIDES) * len(settings.capacity_concurrency) if settings.slo else 0
-    total, done = len(order) + len(sides) + len(SIDES) * alone_n + sweep_steps, 0
-
-    def step(label: str) -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done, total, label)
-
+    steps = _Steps(progress, len(order) + len(sides) + len(SIDES) * alone_n + sweep_steps)
     pilots: tuple[ServedPilot, ...] = ()
     if "baseline" not in stopped:
         pilots = await _served(pair, cfg, source, cfg.policy.served_incomplete_share_max)
         settings = settings.model_copy(update={"concurrency": pilots[-1].concurrency})
-        total += len(pilots) + (len(SIDES) if _lowered(pilots) else 0)
-        done += len(pilots)
-    arrival = closed_loop(settings.concurrency)
-    count = warmup_count(settings)
-
-    def load_client(name: str) -> Endpoint:  # no retries, a connection per stream
-        return for_load(sides[name], settings.concurrency)
-
-    async def warm(name: str) -> StepEvidence | None:
-        """Not measured: the sides warm up at the same time when the pair allows it."""
-        got = None
-        if count and name not in stopped:
-            tagged = pair.recording(load_client(name), gate=NAME, probe="load:warmup")
-            got = await run_step(
-                tagged, source, arrival, block_bounds(settings, count, dl), first_index=0
-            )
-        step(f"{name} warm-up")
-        return got
-
-    if pair.at_once:
-        warmed = await asyncio.gather(*(warm(name) for name in sides))
-    else:
-        warmed = [await warm(name) for name in sides]
-    warmup: dict[str, StepEvidence | None] = dict(zip(sides, warmed, strict=True))
-    blocks: list[Block] = []
-    for name, k in order:
-        if name in stopped:
-            blocks.append(Block(name, k, None, stopped[name]))
-        else:
-            tagged = pair.recording(load_client(name), gate=NAME, probe=f"load:block{k}")
-            bounds = block_bounds(settings, settings.requests_per_block, dl)
-            every_s = settings.server_metrics_interval_s
-            evidence = await run_step(
-                tagged,
-                source,
-                arrival,
-                bounds,
-                first_index=first_index(settings, k),
-                # Not recorded: a scrape is no request of the comparison.
-                server=endpoint_scrape(sides[name]) if every_s is not None else None,
-                server_interval_s=every_s or 1.0,
-            )
-            blocks.append(Block(name, k, evidence))
-            if all_timed_out(evidence):
-                stopped[name] = f"not sent: every request of {name} block {k} timed out"
-        step(f"{name} block {k}")
+        steps.total += len(pilots) + (len(SIDES) if _lowered(pilots) else 0)
+        steps.done += len(pilots)
+    load = _Load(pair, sides, source, settings, cfg.request_deadline_s, stopped, steps)
+    warmup = await load.warm_up()
+    blocks = await load.blocks(order)
+    concurrent = await load.at_asked_concurrency(pilots[0].concurrency) if _lowered(pilots) else {}
     # The replica's part is the A/A floor of the timings; agreement under load has its own floor
     # (the baseline alone vs under load), so the replica answers nothing alone.
-    first = first_index(settings, 0)
-    concurrent: dict[str, StepEvidence | None] = {}
-    if _lowered(pilots):
-        # The blocks' prompts again at the asked concurrency. A server that cuts the stream in
-        # flight for each newer request answers few of them whole (stock llama-cpp-python: 1 of
-        # 8, 6 of 48): as many as the blocks sent, so that some are whole while others wait.
-        asked = pilots[0].concurrency
-        count = settings.blocks * settings.requests_per_block
-        for name in SIDES:
-            concurrent[name] = None
-            if name not in stopped:
-                tagged = pair.recording(
-                    for_load(sides[name], asked), gate=NAME, probe=f"load:concurrent:c{asked}"
-                )
-                bounds = block_bounds(settings, count, dl)
-                concurrent[name] = await run_step(
-                    tagged, source, closed_loop(asked), bounds, first_index=first
-                )
-            step(f"{name} at concurrency {asked}")
-
-    def alone_indices(name: str) -> list[int]:
-        """The first block's prompts, and those answered whole at the asked concurrency."""
-        own = list(range(first, first + alone_n))
-        got = concurrent.get(name)
-        return own + sorted({x.index for x in whole_answers(got)} - set(own)) if got else own
-
-    total += sum(len(alone_indices(name)) - alone_n for name in SIDES)
-
-    async def alone_on(name: str) -> list[AloneAnswer]:
-        """Each prompt alone on one side (the sides at the same time when the pair allows it:
-        they are different servers, and each request is isolated on its own)."""
-        out = []
-        for index in alone_indices(name):
-            item = source(index)
-            if name not in stopped:
-                answer = await pair.send(
-                    sides[name], item.api, item.body, gate=NAME, probe=f"alone:{item.label}",
-                    deadline_s=dl,
-                )  # fmt: skip
-                out.append(AloneAnswer(index, item, answer))
-            step(f"{name} alone {index}")
-        return out
-
-    alone = dict(
-        zip(
-            SIDES,
-            await pair.sides(lambda: alone_on(SIDES[0]), lambda: alone_on(SIDES[1])),
-            strict=True,
-        )
-    )
+    alone = await load.alone(_alone_indices(settings, alone_n, concurrent), alone_n)
     capacity: tuple[CapacityStep, ...] = ()
     if settings.slo is not None:
-        capacity = await _sweep(pair, cfg, settings.slo, source, stopped, step)
+        capacity = await _sweep(pair, cfg, settings.slo, source, stopped, steps.step)
     return PerformanceEvidence(
         settings=settings,
         workload=spec,
         blocks=tuple(blocks),
         warmup=warmup,
-        alone={name: tuple(answers) for name, answers in alone.items()},
+        alone=alone,
         baseline_url=pair.baseline.base_url,
         candidate_url=pair.candidate.base_url,
         model=pair.model,
@@ -243,6 +145,157 @@ async def collect(
         pilots=pilots,
         concurrent=concurrent,
     )
+
+
+def _load_sides(pair: EndpointPair) -> dict[str, Endpoint]:
+    """Baseline, candidate and the replica when there is one, by name."""
+    sides: dict[str, Endpoint] = {"baseline": pair.baseline, "candidate": pair.candidate}
+    if pair.replica is not None:
+        sides[REPLICA] = pair.replica
+    return sides
+
+
+@dataclass
+class _Steps:
+    """The gate's progress: steps done of the steps planned, told to `progress` as each ends."""
+
+    progress: Progress | None
+    total: int
+    done: int = 0
+
+    def step(self, label: str) -> None:
+        """One more step is done."""
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, label)
+
+
+def _alone_indices(
+    settings: PerformanceConfig, alone_n: int, concurrent: Mapping[str, StepEvidence | None]
+) -> dict[str, list[int]]:
+    """Per side, the prompts it answers alone: the first block's, and those it answered whole
+    at the asked concurrency."""
+    first = first_index(settings, 0)
+    own = list(range(first, first + alone_n))
+    out = {}
+    for name in SIDES:
+        got = concurrent.get(name)
+        out[name] = own + sorted({x.index for x in whole_answers(got)} - set(own)) if got else own
+    return out
+
+
+@dataclass(frozen=True)
+class _Load:
+    """What the load steps share: the sides, the work, the settings the blocks run with, the
+    sides stopped (and why: a side stopped is sent nothing more) and the gate's progress."""
+
+    pair: EndpointPair
+    sides: dict[str, Endpoint]
+    source: WorkSource
+    settings: PerformanceConfig
+    deadline_s: float
+    stopped: dict[str, str]
+    steps: _Steps
+
+    def client(self, name: str) -> Endpoint:
+        """The side's load client: no retries, a connection per stream."""
+        return for_load(self.sides[name], self.settings.concurrency)
+
+    async def warm_up(self) -> dict[str, StepEvidence | None]:
+        """Each side's warm-up, not measured: at the same time when the pair allows it."""
+        count = warmup_count(self.settings)
+
+        async def warm(name: str) -> StepEvidence | None:
+            got = None
+            if count and name not in self.stopped:
+                tagged = self.pair.recording(self.client(name), gate=NAME, probe="load:warmup")
+                bounds = block_bounds(self.settings, count, self.deadline_s)
+                got = await run_step(
+                    tagged, self.source, closed_loop(self.settings.concurrency), bounds,
+                    first_index=0,
+                )  # fmt: skip
+            self.steps.step(f"{name} warm-up")
+            return got
+
+        if self.pair.at_once:
+            warmed = await asyncio.gather(*(warm(name) for name in self.sides))
+        else:
+            warmed = [await warm(name) for name in self.sides]
+        return dict(zip(self.sides, warmed, strict=True))
+
+    async def blocks(self, order: Sequence[tuple[str, int]]) -> list[Block]:
+        """The measured blocks in their interleaved order; a side whose whole block timed out
+        is sent no further blocks."""
+        settings = self.settings
+        every_s = settings.server_metrics_interval_s
+        out: list[Block] = []
+        for name, k in order:
+            if name in self.stopped:
+                out.append(Block(name, k, None, self.stopped[name]))
+            else:
+                tagged = self.pair.recording(self.client(name), gate=NAME, probe=f"load:block{k}")
+                evidence = await run_step(
+                    tagged,
+                    self.source,
+                    closed_loop(settings.concurrency),
+                    block_bounds(settings, settings.requests_per_block, self.deadline_s),
+                    first_index=first_index(settings, k),
+                    # Not recorded: a scrape is no request of the comparison.
+                    server=endpoint_scrape(self.sides[name]) if every_s is not None else None,
+                    server_interval_s=every_s or 1.0,
+                )
+                out.append(Block(name, k, evidence))
+                if all_timed_out(evidence):
+                    self.stopped[name] = f"not sent: every request of {name} block {k} timed out"
+            self.steps.step(f"{name} block {k}")
+        return out
+
+    async def at_asked_concurrency(self, asked: int) -> dict[str, StepEvidence | None]:
+        """The blocks' prompts again at the asked concurrency, which the blocks ran below.
+
+        A server that cuts the stream in flight for each newer request answers few of them
+        whole (stock llama-cpp-python: 1 of 8, 6 of 48): as many as the blocks sent, so that
+        some are whole while others wait."""
+        settings = self.settings
+        count = settings.blocks * settings.requests_per_block
+        out: dict[str, StepEvidence | None] = {}
+        for name in SIDES:
+            out[name] = None
+            if name not in self.stopped:
+                tagged = self.pair.recording(
+                    for_load(self.sides[name], asked), gate=NAME, probe=f"load:concurrent:c{asked}"
+                )
+                bounds = block_bounds(settings, count, self.deadline_s)
+                out[name] = await run_step(
+                    tagged, self.source, closed_loop(asked), bounds,
+                    first_index=first_index(settings, 0),
+                )  # fmt: skip
+            self.steps.step(f"{name} at concurrency {asked}")
+        return out
+
+    async def alone(
+        self, indices: Mapping[str, list[int]], planned: int
+    ) -> dict[str, tuple[AloneAnswer, ...]]:
+        """Each side's prompts `indices` alone, one at a time (`planned` each were counted in
+        the progress); the sides at the same time when the pair allows it: they are different
+        servers, and each request is isolated on its own."""
+        self.steps.total += sum(len(indices[name]) - planned for name in SIDES)
+
+        async def alone_on(name: str) -> tuple[AloneAnswer, ...]:
+            out = []
+            for index in indices[name]:
+                item = self.source(index)
+                if name not in self.stopped:
+                    answer = await self.pair.send(
+                        self.sides[name], item.api, item.body, gate=NAME,
+                        probe=f"alone:{item.label}", deadline_s=self.deadline_s,
+                    )  # fmt: skip
+                    out.append(AloneAnswer(index, item, answer))
+                self.steps.step(f"{name} alone {index}")
+            return tuple(out)
+
+        answers = await self.pair.sides(lambda: alone_on(SIDES[0]), lambda: alone_on(SIDES[1]))
+        return dict(zip(SIDES, answers, strict=True))
 
 
 def _lowered(pilots: tuple[ServedPilot, ...]) -> bool:

@@ -20,9 +20,10 @@ floor).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import isfinite
+from typing import Any
 
 from servegate.config.models import Policy
 from servegate.gates.performance.capacity import capacity_check, capacity_details
@@ -432,7 +433,25 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     agreement, findings = agreement_under_load(ev, b, c, policy)
     checks.append(agreement)
     checks.append(early_divergence(ev, b, c, policy))
-    findings += [
+    findings += _regression_findings(checks)
+    for s in (b, c) if r is None else (b, c, r):
+        findings += _side_findings(ev, s)
+    findings += _served_findings(ev)
+    servers = {name: server_metrics(ev, name) for name in SIDES}
+    metrics = _metrics((b, c) if r is None else (b, c, r)) | _server_values(servers)
+    if ev.pilots:
+        metrics["asked_concurrency"] = ev.pilots[0].concurrency
+        metrics["measured_concurrency"] = ev.settings.concurrency
+    details = _details(ev, b, r, policy, servers)
+    return gate_result(
+        NAME, checks, strict=strict, findings=findings, metrics=metrics, details=details
+    )
+
+
+def _regression_findings(checks: Sequence[Check]) -> list[Finding]:
+    """A finding per failed check, with its ratio and interval (agreement under load has its
+    own findings)."""
+    return [
         Finding(
             probe=ch.row or ch.name,
             category="regression",
@@ -446,39 +465,51 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
         for ch in checks
         if ch.outcome is Outcome.FAIL and ch.name != "agreement_under_load"
     ]
-    for s in (b, c) if r is None else (b, c, r):
-        findings += [
+
+
+def _side_findings(ev: PerformanceEvidence, s: SideLoad) -> list[Finding]:
+    """What one side's load showed beside the checks: where servegate gave up on it (a hung
+    block or capacity step) and a load generator that was the bottleneck."""
+    findings = [
+        Finding(probe="load", category="hung", severity=Severity.MAJOR, side=s.name, message=why)
+        for why in ev.gave_up(s.name)
+    ]
+    findings += [
+        Finding(
+            probe=f"capacity:c{cap.concurrency}",
+            category="hung",
+            severity=Severity.MAJOR,
+            side=s.name,
+            message=f"every request of the capacity step at concurrency {cap.concurrency} "
+            "timed out; no higher concurrency was sent",
+        )
+        for cap in ev.capacity
+        if cap.side == s.name and cap.step is not None and all_timed_out(cap.step)
+    ]
+    if s.client_bound:
+        findings.append(
             Finding(
-                probe="load", category="hung", severity=Severity.MAJOR, side=s.name, message=why
-            )
-            for why in ev.gave_up(s.name)
-        ]
-        findings += [
-            Finding(
-                probe=f"capacity:c{cap.concurrency}",
-                category="hung",
-                severity=Severity.MAJOR,
+                probe="load",
+                category="client_bound",
+                severity=Severity.MINOR,
                 side=s.name,
-                message=f"every request of the capacity step at concurrency {cap.concurrency} "
-                "timed out; no higher concurrency was sent",
+                message="the load generator was the bottleneck (latencies may be inflated): "
+                + "; ".join(s.client_bound[:3]),
             )
-            for cap in ev.capacity
-            if cap.side == s.name and cap.step is not None and all_timed_out(cap.step)
-        ]
-        if s.client_bound:
-            findings.append(
-                Finding(
-                    probe="load",
-                    category="client_bound",
-                    severity=Severity.MINOR,
-                    side=s.name,
-                    message="the load generator was the bottleneck (latencies may be inflated): "
-                    + "; ".join(s.client_bound[:3]),
-                )
-            )
-    findings += _served_findings(ev)
-    servers = {name: server_metrics(ev, name) for name in SIDES}
-    details = {
+        )
+    return findings
+
+
+def _details(
+    ev: PerformanceEvidence,
+    b: SideLoad,
+    r: SideLoad | None,
+    policy: Policy,
+    servers: Mapping[str, ServerMetrics | None],
+) -> dict[str, Any]:
+    """The evidence behind the checks: server gauges, settings, workload, blocks, the A/A
+    floor, the capacity sweep and the served-concurrency pilots."""
+    return {
         "server_metrics": {
             name: None if m is None else m.model_dump(mode="json") for name, m in servers.items()
         },
@@ -492,10 +523,3 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
             for p in ev.pilots
         ],
     }
-    metrics = _metrics((b, c) if r is None else (b, c, r)) | _server_values(servers)
-    if ev.pilots:
-        metrics["asked_concurrency"] = ev.pilots[0].concurrency
-        metrics["measured_concurrency"] = ev.settings.concurrency
-    return gate_result(
-        NAME, checks, strict=strict, findings=findings, metrics=metrics, details=details
-    )
