@@ -187,6 +187,15 @@ class GateOptions:
             "only a gate's core measurements do; the others are listed as not measured).",
         )
     )
+    complete: bool = field(
+        metadata=_option(
+            "--complete",
+            is_flag=True,
+            help="Run every gate even after a correctness gate failed on a critical finding "
+            "(degenerate output where the baseline's is fine, a hang). By default the run fails "
+            "fast there, exit 1, and the report lists the gates not run and why.",
+        )
+    )
     hung_after: int = field(
         metadata=_option(
             "--hung-after",

@@ -13,6 +13,7 @@ judges those); the check is then not measured, never a pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.answers import degenerate_relative
@@ -33,6 +34,7 @@ class CanaryAnswer:
     """One canary probe answered by both sides."""
 
     probe: Probe
+    body: dict[str, Any]  # as sent
     baseline: Completion
     candidate: Completion
 
@@ -48,22 +50,26 @@ async def collect_canaries(
     """Each canary once to both sides (at once where the pair allows it)."""
     out = []
     for probe in canary_probes():
+        body = pair.body(probe.request)
         b, c = await pair.both(
-            probe.api, pair.body(probe.request), gate=gate, probe=f"canary:{probe.id}",
+            probe.api,
+            body,
+            gate=gate,
+            probe=f"canary:{probe.id}",
             deadline_s=cfg.request_deadline_s,
-        )  # fmt: skip
-        out.append(CanaryAnswer(probe, b, c))
+        )
+        out.append(CanaryAnswer(probe, body, b, c))
     return tuple(out)
 
 
 def judge_canaries(
-    answers: tuple[CanaryAnswer, ...], candidate_url: str, model: str | None
-) -> tuple[Check, list[Finding]]:
+    answers: tuple[CanaryAnswer, ...], candidate_url: str
+) -> tuple[list[Check], list[Finding]]:
     """The check and a critical finding per canary the candidate degenerates on."""
     judged = [a for a in answers if a.baseline.ok and a.candidate.ok]
     if not judged:
         why = "no canary was answered by both sides" if answers else "no canary probe was sent"
-        return not_measured("canary_answers", TITLE, why), []
+        return [not_measured("canary_answers", TITLE, why)], []
     findings = []
     for a in judged:
         found = degenerate_relative(a.candidate.text, a.baseline.text)
@@ -79,10 +85,9 @@ def judge_canaries(
                 message=f"degenerate first answer ({kind}: {why}) where the baseline's is not",
                 baseline_excerpt=describe(a.baseline),
                 candidate_excerpt=describe(a.candidate),
-                curl=curl(candidate_url, a.probe.api, {"model": model, **a.probe.request}
-                          if model else a.probe.request),
+                curl=curl(candidate_url, a.probe.api, a.body),
             )
-        )  # fmt: skip
+        )
     made = check(
         "canary_answers",
         TITLE,
@@ -92,4 +97,4 @@ def judge_canaries(
         limit="0 degenerate where the baseline's is not",
         reason="; ".join(f.message for f in findings)[:300],
     )
-    return made, findings
+    return [made], findings

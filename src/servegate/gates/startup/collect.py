@@ -16,6 +16,7 @@ from servegate.endpoints.types import RawResponse
 from servegate.gates.capabilities import discover
 from servegate.gates.pair import EndpointPair
 from servegate.gates.sizing import IMPOSSIBLE_WORD, size
+from servegate.gates.startup.canary import collect_canaries
 from servegate.gates.startup.capacity import collect_side
 from servegate.gates.startup.plan import NAME, READY_REQUEST, SideEvidence, StartupEvidence
 
@@ -123,6 +124,7 @@ async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
     sized = await size(pair, cfg, NAME)
     baseline = await _side(pair, pair.baseline, cfg, sized.words)
     candidate = await _side(pair, pair.candidate, cfg, sized.words)
+    canaries = await collect_canaries(pair, cfg, NAME)
     capacity = (
         await collect_side(pair, pair.baseline, cfg),
         await collect_side(pair, pair.candidate, cfg),
@@ -136,4 +138,5 @@ async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
         baseline_launch=pair.launches.get(pair.baseline.name),
         candidate_launch=pair.launches.get(pair.candidate.name),
         capacity=capacity,
+        canaries=canaries,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from servegate.config.models import Policy
 from servegate.gates.evidence import curl, describe
 from servegate.gates.sizing import IMPOSSIBLE_WORD, context_in_error
+from servegate.gates.startup.canary import judge_canaries
 from servegate.gates.startup.capacity import judge_capacity
 from servegate.gates.startup.launch import judge_launch, launch_metrics
 from servegate.gates.startup.plan import NAME, READY_REQUEST, SideEvidence, StartupEvidence
@@ -144,6 +145,7 @@ def evaluate(ev: StartupEvidence, policy: Policy, *, strict: bool = False) -> Ga
         _capabilities(ev),
         judge_launch(ev.baseline_launch, ev.candidate_launch),
         capacity,
+        judge_canaries(ev.canaries, ev.candidate.base_url),
     )
     checks = [c for step_checks, _ in steps for c in step_checks]
     findings = [f for _, step_findings in steps for f in step_findings]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from servegate.endpoints.types import Completion
 from servegate.gates.capabilities import Capability
 from servegate.gates.sizing import ImpossibleSize
+from servegate.gates.startup.canary import CanaryAnswer
 from servegate.gates.startup.capacity import CapacityEvidence
 from servegate.managed.launch_evidence import LaunchEvidence
 
@@ -45,3 +46,5 @@ class StartupEvidence:
     sizing: ImpossibleSize | None = None  # how the over-long prompt's length was found
     # The over-KV-capacity prompt (startup_capacity), baseline and candidate; sent last.
     capacity: tuple[CapacityEvidence, CapacityEvidence] | None = None
+    # The suite's first canaries on both sides, once both were probed (canary.py).
+    canaries: tuple[CanaryAnswer, ...] = ()
