@@ -73,16 +73,35 @@ def test_benign_config_change_passes(
 def test_rollback_when_candidate_answers_commas_instead_of_ok(
     clean_engine: RunningEngine, mixed_dtype_engine: RunningEngine, tmp_path: Path
 ) -> None:
+    # Gate 1 sends the suite's first canaries: the commas fail it, and the run fails fast.
     proc, report = gate(clean_engine, mixed_dtype_engine, tmp_path)
     assert proc.returncode == 1
     assert report["verdict"] == "fail"
+    startup = findings(report, "startup")
+    ok = [f for f in startup if f["probe"] == "canary-ok"]
+    assert ok, startup
+    assert (ok[0]["category"], ok[0]["severity"]) == ("degeneration", "critical")
+    assert ",,,," in ok[0]["candidate_excerpt"]
+    assert ok[0]["curl"].startswith("curl -sS ")
+    statuses = {g["name"]: (g["status"], g["summary"]) for g in report["gates"]}
+    assert statuses["startup"][0] == "fail"
+    assert statuses["golden"] == (
+        "skip",
+        "not run: the run failed fast on startup (degeneration, critical: canary-ok); "
+        "--complete runs every gate",
+    )
+
+
+def test_complete_runs_golden_after_the_fast_failure_and_it_finds_the_commas_too(
+    clean_engine: RunningEngine, mixed_dtype_engine: RunningEngine, tmp_path: Path
+) -> None:
+    proc, report = gate(clean_engine, mixed_dtype_engine, tmp_path, "--complete")
+    assert proc.returncode == 1
     golden = findings(report, "golden")
     ok = [f for f in golden if f["probe"] == "canary-ok"]
     assert ok, golden
     assert ok[0]["category"] == "degeneration"
     assert ",,,," in ok[0]["candidate_excerpt"]
-    assert ok[0]["curl"].startswith("curl -sS ")
-    assert {g["name"]: g["status"] for g in report["gates"]}["startup"] == "pass"
 
 
 def test_hung_candidate_becomes_a_timeout_finding_not_a_hung_gate(
@@ -106,7 +125,9 @@ def test_a_candidate_that_hangs_on_every_generation_fails_fast_and_is_not_sent_t
             *("gate", "--baseline", clean_engine.base_url, "--candidate", candidate.base_url),
             *("--gates", "numerics,golden", "--category", "canary", "--numerics-prompts", "3"),
             *("--deadline-s", "4", "--run-deadline-s", "600", "--json", str(out)),
-            *("--db", str(db), "--quiet"),
+            # --complete: numerics' hang would end the run (fail fast); this test is about
+            # golden not sending the rest to a side that hung.
+            *("--db", str(db), "--complete", "--quiet"),
         )  # fmt: skip
     report = json.loads(out.read_text())
     assert proc.returncode == 1, proc.stderr
@@ -272,6 +293,7 @@ def test_the_matrix_gives_each_execution_path_its_own_verdict(
     assert proc.returncode == 1  # one entry failed
     rows = {r["entry"]: r for r in json.loads(out.read_text())}
     assert rows["mmap-off"]["gates"] == {"startup": "pass", "golden": "pass"}
-    assert rows["fused-norm"]["gates"] == {"startup": "pass", "golden": "fail"}
+    # Gate 1's canaries catch the commas; the run fails fast (golden is not run).
+    assert rows["fused-norm"]["gates"] == {"startup": "fail", "golden": "skip"}
     assert rows["fused-norm"]["matrix"]["norm_dtype"] == "bf16"
     assert "Execution-path matrix" in proc.stdout  # the table people read

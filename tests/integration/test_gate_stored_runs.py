@@ -36,8 +36,10 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # Two numerics prompts: mixed-dtype answers both with commas (a confident flip each), and the
 # gate still sends some 40 requests after the kill point below (50 in all, measured).
+# --complete: Gate 1's canaries fail mixed-dtype at once (the run would fail fast there); the
+# kill must land mid-numerics, so every gate runs.
 GATE_ARGS = ("--gates", "startup,numerics,golden", "--category", "canary",
-             "--numerics-prompts", "2", "--quiet")  # fmt: skip
+             "--numerics-prompts", "2", "--complete", "--quiet")  # fmt: skip
 KILL_AFTER_NUMERICS_REQUESTS = 6
 # What a stored baseline is recorded with and compared on: every gate of GATE_ARGS is minutes of
 # perplexity scoring (heavy); without numerics the same assertions take a minute or two.
