@@ -17,7 +17,7 @@ import pytest
 
 from servegate.config.models import EndpointConfig
 from servegate.managed.launch_evidence import LaunchOutcome
-from servegate.managed.launcher import launch, shown_command
+from servegate.managed.launcher import launch
 from servegate.managed.logscan import load_catalogue
 
 FAKE = str(Path(__file__).with_name("fake_engine.py"))
@@ -139,11 +139,6 @@ async def test_a_port_already_taken_is_refused_before_starting(
     assert managed.pid is None
 
 
-def test_secret_flags_are_hidden_in_the_shown_command() -> None:
-    shown = shown_command(["vllm", "serve", "m", "--api-key", "s3cret", "--hf-token=abc"])
-    assert shown == "vllm serve m --api-key '***' '--hf-token=***'"
-
-
 def _hold(tmp_path: Path) -> tuple[subprocess.Popen[str], dict[str, int]]:
     engines = {side: {"launch": {"command": [sys.executable, FAKE, "serve", "{port}"]}}
                for side in ("baseline", "candidate")}  # fmt: skip
@@ -183,3 +178,49 @@ def test_the_engines_die_with_servegate_even_when_it_is_killed(tmp_path: Path) -
     for name, pid in pids.items():  # workers outlive a SIGKILLed owner only if the engine
         if name.endswith("worker") and alive(pid):  # does not stop its own children
             os.kill(pid, signal.SIGKILL)
+
+
+SHELL_PW = "pw-shell-canary-3b91e2"
+SHELL_KEY = "sk-shell-canary-7c04d5"
+ENV_KEY = "env-key-canary-90ab1f"
+
+
+async def test_a_failed_shell_launch_shows_no_secret_in_its_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAULTS 59/60: a `sh -c` command carrying a password and a key, an engine that prints its
+    command line (and the key in its own words) and exits: neither value reaches the shown
+    command, the log excerpt, the pattern hits or the launch finding."""
+    from servegate.environment.fingerprint import launch_record
+    from servegate.gates.startup.launch import judge_launch
+
+    monkeypatch.setenv("SG_TEST_ENGINE_KEY", ENV_KEY)
+    script = (
+        f"echo engine --password {SHELL_PW} --api-key={SHELL_KEY}; "
+        f"echo \"non-default args: {{'api_key': ['{SHELL_KEY}']}}\"; "
+        f'echo "Traceback (most recent call last):"; echo "  File x"; '
+        f'echo "ValueError: bad key {SHELL_KEY} and $SG_TEST_ENGINE_KEY"; exit 3'
+    )
+    cfg = EndpointConfig.model_validate(
+        {"api_key_env": "SG_TEST_ENGINE_KEY",
+         "launch": {"command": ["sh", "-c", f"{script} --password {SHELL_PW}"],
+                    "ready_timeout_s": 20}}
+    )  # fmt: skip
+    managed = await launch("candidate", cfg, tmp_path, load_catalogue())
+    ev = managed.evidence
+    assert ev.outcome is LaunchOutcome.EXITED
+    assert "ValueError: bad key" in ev.log_tail  # the log was read
+    assert any(h.kind == "traceback" for h in ev.hits)
+    _, findings = judge_launch(None, ev)
+    record = launch_record(ev, None, None, "")
+    texts = {
+        "command": ev.command,
+        "log_tail": ev.log_tail,
+        "hits": repr(ev.hits),
+        "reason": ev.reason,
+        "findings": repr(findings),
+        "record": record.model_dump_json(),
+    }
+    for secret in (SHELL_PW, SHELL_KEY, ENV_KEY):
+        assert [name for name, text in texts.items() if secret in text] == [], secret
+    assert "--password" in ev.command
