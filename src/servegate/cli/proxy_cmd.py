@@ -65,12 +65,16 @@ def _listen(value: str, option: str = "--listen") -> tuple[str, int]:
 
 
 def _key(var: str | None, option: str = "--candidate-key-env") -> str | None:
+    """The key in `var`, checked as the gate checks its own (exit 2 naming the variable)."""
+    from servegate.endpoints.errors import EndpointError
+    from servegate.endpoints.http import api_key_from
+
     if var is None:
         return None
-    key = os.environ.get(var)
-    if not key:
-        fail(f"{option}: environment variable {var} is not set", 2)
-    return key
+    try:
+        return api_key_from(var, "key")
+    except EndpointError as exc:
+        fail(f"{option}: {exc}", 2)
 
 
 def _bind(host: str, port: int, option: str, text: str) -> socket.socket:
