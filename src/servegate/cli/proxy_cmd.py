@@ -333,7 +333,7 @@ def proxy_command(
         admin_sock = _bind(admin_host, admin_port, "--admin-listen", admin_listen)
         sockets.append(admin_sock)
         admin_note = f"; admin endpoints on http://{admin_host}:{admin_sock.getsockname()[1]}"
-    admin = AdminAccess(token=token, ports=frozenset(s.getsockname()[1] for s in sockets[1:]))
+    admin = AdminAccess.of(token, (s.getsockname()[:2] for s in sockets[1:]))
     proxy = Proxy(settings, controller=controller, recorder=recorder, capture=capture, admin=admin)
     bound = sock.getsockname()[1]
     if controller is None:
