@@ -1,9 +1,9 @@
 """Start a managed engine, measure its start-up, and always stop it.
 
 Times are from process start: `load` until its port accepts connections, `ready` until a real
-completion succeeds (a green /health or /v1/models proves nothing). The engine runs in its own
-process group with a death signal (`servegate.engine.process`), so servegate stops it, and
-everything it started, on a normal end, a failure, Ctrl-C, and its own death.
+completion succeeds (a green /health or /v1/models proves nothing). The engine runs under a
+guard that leads its process group (`servegate.engine.process`), so servegate stops it, and
+everything it started, on a normal end, a failure, Ctrl-C, and its own death (SIGKILL included).
 """
 
 from __future__ import annotations
@@ -70,12 +70,13 @@ class Managed:
     sampler: MemorySampler | None = None
 
     async def stop(self) -> None:
-        """Stop the sampler and the whole process group; safe to call twice."""
+        """Stop the sampler and the whole process group; safe to call twice. The wait for the
+        group (up to `stop_timeout_s`) runs in a thread: the event loop goes on serving."""
         if self.sampler is not None:
             await self.sampler.stop()
         process, self.process = self.process, None  # never signal a group id twice: reusable
         if process is not None:
-            stop_group(process, self.launch.stop_timeout_s)
+            await asyncio.to_thread(stop_group, process, self.launch.stop_timeout_s)
 
     @property
     def pid(self) -> int | None:
@@ -153,14 +154,17 @@ async def launch(
     log_path.write_bytes(b"")
     began = time.perf_counter()
     try:
-        process = spawn(argv, log_path, env=env, cwd=spec.cwd)
+        # In a thread: the guard takes ~70 ms to report that the engine started.
+        process = await asyncio.to_thread(
+            spawn, argv, log_path, env=env, cwd=spec.cwd, grace_s=spec.stop_timeout_s
+        )
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         managed.evidence = result(LaunchOutcome.NOT_FOUND,
                                   f"cannot execute {argv[0]!r}: {why}")  # fmt: skip
         return managed
     managed.process = process
-    sampler = MemorySampler(process.pid)
+    sampler = MemorySampler(process.pid, skip=frozenset({process.pid}))  # not the guard
     managed.sampler = sampler
     port_open_s: float | None = None
     endpoint = OpenAIEndpoint(side, url, api_key_env=cfg.api_key_env)  # an engine may demand it

@@ -69,8 +69,9 @@ async def gpu_memory_mb(pids: set[int], nvidia_smi: str) -> tuple[float | None, 
 class MemorySampler:
     """Peak RSS (summed over the group) and GPU memory of one process group, sampled."""
 
-    def __init__(self, pgid: int) -> None:
+    def __init__(self, pgid: int, skip: frozenset[int] = frozenset()) -> None:
         self.pgid = pgid
+        self.skip = skip  # processes of the group that are not the engine's (its guard)
         self.peak_rss_mb: float | None = None
         self.peak_gpu_mb: float | None = None
         self.nvidia_smi = shutil.which("nvidia-smi")
@@ -80,7 +81,7 @@ class MemorySampler:
 
     async def sample(self) -> None:
         """One sample now (GPU at most every GPU_EVERY_S)."""
-        pids = group_pids(self.pgid)
+        pids = [pid for pid in group_pids(self.pgid) if pid not in self.skip]
         if not pids:
             return
         total = sum(rss_mb(pid) for pid in pids)
