@@ -415,3 +415,38 @@ def _latencies(url: str, request: bytes, n: int) -> list[float]:
         raw_request(url, request)
         out.append(time.monotonic() - began)
     return out
+
+
+def test_only_the_allow_listed_paths_are_mirrored_and_never_with_the_users_credentials(
+    tmp_path: Path,
+) -> None:
+    """FAULTS 47: with every request sampled, only POSTs to /v1/chat/completions,
+    /v1/completions and /v1/embeddings reach the candidate — never another path or method
+    the primary serves (its own admin, files, fine-tuning, responses, a GET) — and the
+    candidate gets its own key, never the user's Authorization or cookies."""
+    primary, observer = Upstream_(), Upstream_()
+    allowed = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+    others = ["/v1/responses", "/v1/files", "/v1/fine_tuning/jobs", "/v1/models",
+              "/v1/chat/completions/extra", "/admin/shutdown", "/v1/audio/speech"]  # fmt: skip
+    user = (b"Authorization: Bearer sk-user-canary-47a", b"Cookie: s=user-cookie-47")
+    with (
+        serve_in_thread(primary.app()) as origin,
+        serve_in_thread(observer.app()) as candidate,
+        start_proxy("--primary", origin + "/v1", "--candidate", candidate + "/v1",
+                    "--sample", "1", "--db", str(tmp_path / "p.db"),
+                    "--candidate-key-env", "SERVEGATE_TEST_CANDIDATE_KEY",
+                    env={"SERVEGATE_TEST_CANDIDATE_KEY": "sk-candidate-own-47b"}) as proxy,
+    ):  # fmt: skip
+        for path in allowed + others:
+            assert status(raw_request(proxy.url, post(path, CHAT, *user), CHAT)) == 200, path
+        assert status(raw_request(proxy.url, b"GET /v1/chat/completions HTTP/1.1\r\n"
+                                  b"Host: p\r\n\r\n")) == 200  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(observer.seen) < len(allowed):
+            time.sleep(0.1)
+        time.sleep(0.5)  # nothing else arrives late
+    assert sorted(s["path"] for s in observer.seen) == sorted(allowed)
+    assert len(primary.seen) == len(allowed) + len(others) + 1
+    for seen in observer.seen:
+        assert seen["headers"]["authorization"] == "Bearer sk-candidate-own-47b"
+        assert "cookie" not in seen["headers"]
