@@ -114,17 +114,7 @@ def test_a_launch_blocks_key_and_environment_appear_nowhere(
     report = json.loads(outputs["json"].read_text())
     assert report["baseline"]["launch"]["outcome"] == "ready", report["reason"]
     assert gate.returncode in {0, 1}, gate.stderr
-    listed = _servegate("runs", "--db", str(db), "--json")
-    again_md = tmp_path / "again.md"
-    again = _servegate("report", report["run_id"], "--db", str(db), "--markdown", str(again_md))
-    texts = {
-        "gate": gate.stdout + gate.stderr,
-        "runs": listed.stdout + listed.stderr,
-        "report": again.stdout + again.stderr + again_md.read_text(encoding="utf-8"),
-        **{p.name: p.read_text(encoding="utf-8") for p in outputs.values()},
-    }
-    with sqlite3.connect(db) as conn:
-        texts["database"] = "\n".join(conn.iterdump())
+    texts = _leaks(gate, db, outputs, tmp_path)
     assert "SERVEGATE_LAUNCH_TOKEN" in texts["database"]
     assert "--api_key" in texts["database"]
     for secret in (LAUNCH_KEY, LAUNCH_ENV):
@@ -134,6 +124,21 @@ def test_a_launch_blocks_key_and_environment_appear_nowhere(
 
 SHELL_PASSWORD = "pw-shell-canary-4e27a9"
 SHELL_KEY = "sk-shell-canary-c61f08"
+
+
+def _gate_with(
+    config: dict[str, object], tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, Path]]:
+    """`servegate gate --config` with a database, every report format and --show-info."""
+    path = tmp_path / "gate.yaml"
+    path.write_text(json.dumps(config))
+    db = tmp_path / "runs.db"
+    outputs = {f: tmp_path / f"report.{f}" for f in ("json", "html", "markdown", "junit")}
+    gate = _servegate(
+        "gate", "--config", str(path), "--db", str(db), "--run-dir", str(tmp_path / "runs"),
+        "--show-info", *[a for f, p in outputs.items() for a in (f"--{f}", str(p))],
+    )  # fmt: skip
+    return gate, db, outputs
 
 
 def _leaks(
@@ -174,14 +179,7 @@ def test_a_shell_launch_that_fails_shows_its_password_nowhere(
                                  "ready_timeout_s": 60}},
         "gates": ["startup"],
     }  # fmt: skip
-    path = tmp_path / "gate.yaml"
-    path.write_text(json.dumps(config))
-    db = tmp_path / "runs.db"
-    outputs = {f: tmp_path / f"report.{f}" for f in ("json", "html", "markdown", "junit")}
-    gate = _servegate(
-        "gate", "--config", str(path), "--db", str(db), "--run-dir", str(tmp_path / "runs"),
-        "--show-info", *[a for f, p in outputs.items() for a in (f"--{f}", str(p))],
-    )  # fmt: skip
+    gate, db, outputs = _gate_with(config, tmp_path)
     assert "Traceback" not in gate.stderr.split("RuntimeError")[0], gate.stderr
     report = json.loads(outputs["json"].read_text())
     assert (gate.returncode, report["candidate"]["launch"]["outcome"]) == (1, "exited")
@@ -214,14 +212,7 @@ def test_a_real_vllm_launch_with_an_api_key_that_fails_shows_the_key_nowhere(
     launch = _vllm("--api-key", VLLM_KEY, "--no-such-flag")
     config = {"baseline": {"launch": _llama()}, "candidate": {"launch": launch},
               "gates": ["startup"]}  # fmt: skip
-    path = tmp_path / "gate.yaml"
-    path.write_text(json.dumps(config))
-    db = tmp_path / "runs.db"
-    outputs = {f: tmp_path / f"report.{f}" for f in ("json", "html", "markdown", "junit")}
-    gate = _servegate(
-        "gate", "--config", str(path), "--db", str(db), "--run-dir", str(tmp_path / "runs"),
-        "--show-info", *[a for f, p in outputs.items() for a in (f"--{f}", str(p))],
-    )  # fmt: skip
+    gate, db, outputs = _gate_with(config, tmp_path)
     report = json.loads(outputs["json"].read_text())
     assert report["candidate"]["launch"]["outcome"] == "exited", report["reason"]
     log = Path(report["candidate"]["launch"]["log_path"]).read_text()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 HIDDEN = "***"
@@ -85,50 +85,41 @@ def text_secrets(text: str) -> list[str]:
     return [v for v in found if v != HIDDEN]
 
 
+def _argv_parts(argv: Sequence[str]) -> Iterator[tuple[str, list[str]]]:
+    """Each argument as it may be shown, with the secret values it holds: the value of a
+    key-like flag (`--api-key X`, `--api-key=X`), or what `redact_text` hides inside an argument
+    that is itself a shell line (`sh -c '…'`)."""
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            hide_next = False
+            yield HIDDEN, [arg]
+            continue
+        name, eq, value = arg.partition("=")
+        if arg.startswith("-") and " " not in name and secret_name(name):
+            hide_next = not eq
+            yield (f"{name}={HIDDEN}", [value]) if eq else (arg, [])
+            continue
+        yield redact_text(arg), text_secrets(arg)
+
+
+def command_secrets(argv: Sequence[str]) -> list[str]:
+    """The values `redact_argv` hides in a command line."""
+    found = [v for _, values in _argv_parts(argv) for v in values]
+    return [v for v in found if len(v.strip()) >= MIN_SECRET_CHARS]
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """A command line with the value of every key-like flag hidden (`--api-key X`,
     `--api-key=X`), also inside an argument that is itself a shell line (`sh -c '…'`), and each
     hidden value masked wherever else the command repeats it."""
     secrets = command_secrets(argv)
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(HIDDEN)
-            hide_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if arg.startswith("-") and " " not in name and secret_name(name):
-            out.append(f"{name}={HIDDEN}" if eq else arg)
-            hide_next = not eq
-            continue
-        out.append(mask(redact_text(arg), secrets))
-    return out
+    return [mask(shown, secrets) for shown, _ in _argv_parts(argv)]
 
 
 def shown_command(argv: Sequence[str]) -> str:
     """The command as one shell line, redacted (`redact_argv`), fit to print or store."""
     return shlex.join(redact_argv(argv))
-
-
-def command_secrets(argv: Sequence[str]) -> list[str]:
-    """The values `redact_argv` hides in a command line: flag values, also inside an argument
-    that is a shell line, and secret-named assignments."""
-    found: list[str] = []
-    take_next = False
-    for arg in argv:
-        if take_next:
-            found.append(arg)
-            take_next = False
-            continue
-        name, eq, value = arg.partition("=")
-        if arg.startswith("-") and " " not in name and secret_name(name):
-            if eq:
-                found.append(value)
-            take_next = not eq
-            continue
-        found += text_secrets(arg)
-    return [v for v in found if len(v.strip()) >= MIN_SECRET_CHARS]
 
 
 def redact_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,24 +7,15 @@ import contextlib
 import shutil
 from pathlib import Path
 
+from servegate.engine.guard import group_members
+
 GPU_EVERY_S = 2.0
 
 
 def group_pids(pgid: int, proc: Path = Path("/proc")) -> list[int]:
-    """Every live process whose process group is `pgid`."""
-    pids = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the command name, which is in parentheses and may hold spaces.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid:
-            pids.append(int(entry.name))
-    return pids
+    """Every live process whose process group is `pgid` (zombies, which hold no memory, left
+    out): the guard's own rule (`servegate.engine.guard`)."""
+    return group_members(pgid, proc)
 
 
 def rss_mb(pid: int, proc: Path = Path("/proc")) -> float:
