@@ -5,9 +5,9 @@ orderly stop.
 group, and the engine as the guard's child in that group; everything the engine starts joins it.
 Ctrl-C reaches only servegate, which stops the group in order (`stop_group`). When servegate dies
 — SIGKILL included, whichever thread spawned — a pipe only servegate holds closes, and the guard
-stops the whole group: the engine and every worker it started (measured on vLLM's engine core,
-issue 29). The death signal this replaced (PR_SET_PDEATHSIG on the engine alone) reached only
-the engine's main process.
+stops the whole group: the engine and every worker it started. The death signal this replaced
+(PR_SET_PDEATHSIG on the engine alone) reached only the engine's main process, so a worker the
+engine did not stop itself outlived servegate (issue 29).
 """
 
 from __future__ import annotations
