@@ -163,7 +163,7 @@ def fault_in_front(
     """`python -m servegate.engine.faults FAULT [OPTIONS]` (`fault`) in front of `upstream_url`
     (…/v1), started as `servegate engine serve --fault` starts it and stopped by its own process
     id; yields its …/v1 URL once `ready(url)` (default: a real 1-token completion)."""
-    from servegate.engine.process import free_port, spawn, stop
+    from servegate.engine.process import free_port, spawn, stop_group
 
     port = free_port()
     argv = [sys.executable, "-m", "servegate.engine.faults", *fault,
@@ -174,7 +174,7 @@ def fault_in_front(
         wait_ready(proxy, log, lambda: ready(url), timeout_s=ready_s, poll_s=0.1)
         yield url
     finally:
-        stop(proxy, 5.0)
+        stop_group(proxy, 5.0)
     assert proxy.poll() is not None
 
 

@@ -75,10 +75,15 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 
 @contextmanager
-def start_proxy(*args: str, env: dict[str, str] | None = None) -> Iterator[RunningProxy]:
+def start_proxy(
+    *args: str,
+    env: dict[str, str] | None = None,
+    listen: str = "127.0.0.1:0",
+    admin_listen: str = "127.0.0.1:0",
+) -> Iterator[RunningProxy]:
     """`servegate proxy ARGS --listen 127.0.0.1:0`, until the block ends (then SIGTERM, wait)."""
     process = subprocess.Popen(
-        [*PROXY, *args, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"],
+        [*PROXY, *args, "--listen", listen, "--admin-listen", admin_listen],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

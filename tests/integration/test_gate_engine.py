@@ -297,3 +297,43 @@ def test_the_matrix_gives_each_execution_path_its_own_verdict(
     assert rows["fused-norm"]["gates"] == {"startup": "fail", "golden": "skip"}
     assert rows["fused-norm"]["matrix"]["norm_dtype"] == "bf16"
     assert "Execution-path matrix" in proc.stdout  # the table people read
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_green_health_with_every_completion_hung_fails_the_whole_gate_in_bounded_time(
+    clean_engine: RunningEngine, engine_factory: Callable[..., RunningEngine], tmp_path: Path
+) -> None:
+    """FAULTS 23 through a whole `servegate gate` (every gate, default suite): the candidate's
+    health check is green — GET /v1/models answers 200 with the model (llama-cpp-python's
+    server has no /health; a load balancer probes this) — but no completion ever gets headers
+    (the scheduler loop of vLLM #35541). Startup's real 1-token completion times out, the run
+    fails (exit 1, never a pass, never merely inconclusive) and ends within its deadlines."""
+    import time
+    import urllib.request
+
+    # Every prompt longer than one character hangs (the engine's own start-up check is shorter).
+    with engine_factory("clean", "hang-long", threshold_chars=1) as candidate:
+        with urllib.request.urlopen(candidate.base_url + "/models", timeout=10) as answer:
+            assert answer.status == 200
+            assert json.loads(answer.read())["data"]
+        out = tmp_path / "report.json"
+        began = time.monotonic()
+        proc = servegate(
+            *("gate", "--baseline", clean_engine.base_url, "--candidate", candidate.base_url),
+            *("--probe-deadline-s", "5", "--deadline-s", "5", "--run-deadline-s", "400"),
+            *("--json", str(out), "--db", str(tmp_path / "runs.db"), "--quiet"),
+            timeout_s=500,
+        )  # fmt: skip
+        took = time.monotonic() - began
+    assert "Traceback" not in proc.stderr, proc.stderr
+    report = json.loads(out.read_text())
+    gates = {g["name"]: g for g in report["gates"]}
+    print(f"{took:.0f} s", {n: g["status"] for n, g in gates.items()}, report["reason"][:200])
+    assert (proc.returncode, report["verdict"]) == (1, "fail")
+    assert gates["startup"]["status"] == "fail"
+    hung = [f for f in gates["startup"]["findings"] if f["category"] == "timeout"]
+    assert hung, gates["startup"]["findings"]
+    assert all(g["status"] != "pass" for n, g in gates.items() if n != "startup")
+    assert "run deadline" not in report["reason"]  # judged, not cut off
+    assert took < 400

@@ -371,3 +371,70 @@ def test_the_candidate_never_sees_the_users_credentials(
     assert USER_KEY not in json.dumps(seen)
     assert "cookie" not in seen[0]
     assert "x-api-key" not in seen[0]
+
+
+@pytest.mark.parametrize("behaviour", ["500", "slow"])
+def test_a_shadow_candidate_that_fails_or_is_slow_leaves_the_users_answers_and_latency_alone(
+    clean_engine: RunningEngine, tmp_path: Path, behaviour: str
+) -> None:
+    """FAULTS 45: every chat is mirrored to a candidate that answers HTTP 500, or answers only
+    after 3 s. The user's status, bytes (as the engine's own, ids aside) and latency stay those
+    of the primary alone; the candidate's failures are counted against it."""
+    import statistics
+    import time
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def candidate_chat(request: Request) -> JSONResponse:
+        await request.body()
+        if behaviour == "slow":
+            await asyncio.sleep(3)
+            message = {"role": "assistant", "content": "4"}
+            choice = {"index": 0, "finish_reason": "stop", "message": message}
+            return JSONResponse({"object": "chat.completion", "choices": [choice]})
+        return JSONResponse({"error": {"message": "boom", "type": "server_error"}}, 500)
+
+    observer = Starlette(routes=[Route("/v1/chat/completions", candidate_chat, methods=["POST"])])
+    data = json.dumps(CHAT).encode()
+    url = clean_engine.base_url + "/chat/completions"
+
+    def timed(target: str) -> tuple[float, int, bytes]:
+        began = time.monotonic()
+        status, body = _post(target, data)
+        return time.monotonic() - began, status, body
+
+    with (
+        serve_in_thread(observer) as candidate,
+        start_proxy("--primary", clean_engine.base_url, "--candidate", candidate + "/v1",
+                    "--sample", "1", "--candidate-timeout-s", "10",
+                    "--db", str(tmp_path / "p.db")) as proxy,
+    ):  # fmt: skip
+        timed(url)  # warm: the engine's prompt cache, the proxy's first connection
+        timed(proxy.base_url + "/chat/completions")
+        direct, proxied = [], []
+        for _ in range(4):  # interleaved, so both see the same machine load
+            direct.append(timed(url))
+            proxied.append(timed(proxy.base_url + "/chat/completions"))
+        text = proxy.metrics()
+        deadline = time.monotonic() + 30
+        while (
+            time.monotonic() < deadline and metric(text, "servegate_proxy_mirror_pairs_total") < 5
+        ):
+            time.sleep(0.2)
+            text = proxy.metrics()
+    assert {s for _, s, _ in direct + proxied} == {200}
+    assert {json.dumps(normalised_body(b)) for _, _, b in direct + proxied} == {
+        json.dumps(normalised_body(direct[0][2]))
+    }
+    slow_d = statistics.median(t for t, _, _ in direct)
+    slow_p = statistics.median(t for t, _, _ in proxied)
+    print(f"{behaviour}: direct median {slow_d * 1000:.0f} ms, proxied {slow_p * 1000:.0f} ms, "
+          f"slowest proxied {max(t for t, _, _ in proxied) * 1000:.0f} ms")  # fmt: skip
+    assert max(t for t, _, _ in proxied) < 2.5  # never the candidate's 3 s
+    assert slow_p < slow_d * 1.5 + 0.15
+    if behaviour == "500":
+        assert metric(text, "servegate_proxy_errors_total", side="candidate") >= 5
+    assert metric(text, "servegate_proxy_errors_total", side="primary") == 0

@@ -6,6 +6,7 @@ needed: the canary is ended before anything is served."""
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -74,4 +75,28 @@ def test_the_admin_bearer_token_admits_a_caller_on_the_user_port(tmp_path: Path)
     assert "does not match" in wrong[1]["reason"]
     assert still == "progressing"
     assert right[0] == 200, right
+    assert finished == "finalised"
+
+
+def test_a_user_listener_on_another_address_with_the_admin_port_number_cannot_end_a_canary(
+    tmp_path: Path,
+) -> None:
+    """FAULTS 64: users on 127.0.0.2:P (standing for a host address such as 10.0.0.5:8081) and
+    the admin address on 127.0.0.1:P, the same port number. Access is decided by the listening
+    socket (address and port), so a user-side request is refused; the admin address admits."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.2", 0))
+        port = probe.getsockname()[1]
+    with start_proxy(
+        *_args(tmp_path), listen=f"127.0.0.2:{port}", admin_listen=f"127.0.0.1:{port}"
+    ) as proxy:
+        assert proxy.url == f"http://127.0.0.2:{port}"
+        assert proxy.admin_url == f"http://127.0.0.1:{port}"
+        refused = _post(f"{proxy.url}/servegate/flagger/post-rollout")
+        after_refusal = _phase(proxy)
+        admitted = _post(f"{proxy.admin_url}/servegate/flagger/post-rollout")
+        finished = _phase(proxy)
+    assert refused[0] == 403, refused
+    assert after_refusal == "progressing"
+    assert admitted[0] == 200, admitted
     assert finished == "finalised"

@@ -6,15 +6,20 @@ leaves the configured upstream prefix."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import socket
+import struct
+import threading
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -194,3 +199,254 @@ def test_the_mirror_queue_drops_once_the_byte_cap_is_reached() -> None:
         )
     assert status(answer) == 200
     assert health["mirror_dropped"] == 1
+
+
+class Held:
+    """A primary that reads each body whole and answers only once released (a slow engine)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.arrived = 0
+
+    def app(self) -> Starlette:
+        async def chat(request: Request) -> Response:
+            await request.body()
+            self.arrived += 1
+            while not self.release.is_set():  # noqa: ASYNC110 (set from the test's thread)
+                await asyncio.sleep(0.05)
+            return JSONResponse(ANSWER)
+
+        return Starlette(routes=[Route("/{path:path}", chat, methods=["POST"])])
+
+
+def _send_all(url: str, bodies: list[bytes], gap_s: float = 0.05) -> list[socket.socket]:
+    """Open one connection per body and send it whole, one client after another."""
+    host, port = url.removeprefix("http://").split(":")
+    socks = []
+    for body in bodies:
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(post("/v1/chat/completions", body) + body)
+        socks.append(sock)
+        time.sleep(gap_s)
+    return socks
+
+
+def _answers(socks: list[socket.socket], wait_s: float) -> list[bytes]:
+    out = []
+    for sock in socks:
+        sock.settimeout(wait_s)
+        data = b""
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+                if _complete(data):
+                    break
+        except (TimeoutError, OSError):
+            pass
+        sock.close()
+        out.append(data)
+    return out
+
+
+def _busy(answer: bytes) -> bool:
+    return bool(answer) and status(answer) == 503 and b"retry-after: 1" in answer.lower()
+
+
+def test_bodies_held_in_flight_stop_at_the_default_byte_cap_with_503_and_retry_after(
+    tmp_path: Path,
+) -> None:
+    """FAULTS 62: 40 clients, one after another, each with a read 8 MiB body waiting on a slow
+    primary — 320 MiB if all were held. At the default cap (256 MiB of buffered bytes) the
+    first 32 are forwarded; the rest are answered 503 with Retry-After at once, and counted."""
+    held = Held()
+    body = json.dumps({"messages": [{"role": "user", "content": "x" * (8 * 2**20 - 64)}]})
+    with (
+        serve_in_thread(held.app()) as origin,
+        start_proxy("--primary", origin + "/v1", "--candidate", "http://127.0.0.1:10/v1",
+                    "--sample", "0", "--db", str(tmp_path / "p.db")) as proxy,
+    ):  # fmt: skip
+        socks = _send_all(proxy.url, [body.encode()] * 40)
+        early = _answers(socks[32:], wait_s=5)
+        health = proxy.health()
+        exposition = proxy.metrics()
+        held.release.set()
+        late = _answers(socks[:32], wait_s=30)
+    assert [_busy(a) for a in early] == [True] * 8, [a[:120] for a in early]
+    assert b"buffered" in early[0]
+    assert [status(a) for a in late] == [200] * 32
+    assert held.arrived == 32
+    assert metric(exposition, "servegate_proxy_refused_total", reason="buffered_bytes") == 8
+    assert health["buffered_bytes"] <= 256 * 2**20
+
+
+def test_requests_in_flight_stop_at_their_cap_with_503_and_retry_after(tmp_path: Path) -> None:
+    held = Held()
+    with (
+        serve_in_thread(held.app()) as origin,
+        start_proxy("--primary", origin + "/v1", "--candidate", "http://127.0.0.1:10/v1",
+                    "--sample", "0", "--db", str(tmp_path / "p.db"),
+                    "--max-in-flight", "3") as proxy,
+    ):  # fmt: skip
+        socks = _send_all(proxy.url, [CHAT] * 5)
+        early = _answers(socks[3:], wait_s=5)
+        exposition = proxy.metrics()
+        held.release.set()
+        late = _answers(socks[:3], wait_s=30)
+    assert [_busy(a) for a in early] == [True, True], [a[:120] for a in early]
+    assert [status(a) for a in late] == [200] * 3
+    assert metric(exposition, "servegate_proxy_refused_total", reason="in_flight") == 2
+
+
+def test_a_primary_that_never_answers_is_cut_at_its_total_timeout(tmp_path: Path) -> None:
+    """A total timeout for the primary exists by default (600 s) and a user can set it."""
+    from servegate.proxy import ProxySettings
+
+    default = ProxySettings(primary=Upstream.parse("primary", "http://a/v1"),
+                            candidate=Upstream.parse("candidate", "http://b/v1"))  # fmt: skip
+    assert default.primary_timeout_s == 600.0
+    held = Held()
+    with (
+        serve_in_thread(held.app()) as origin,
+        start_proxy("--primary", origin + "/v1", "--candidate", "http://127.0.0.1:10/v1",
+                    "--sample", "0", "--db", str(tmp_path / "p.db"),
+                    "--primary-timeout-s", "1") as proxy,
+    ):  # fmt: skip
+        began = time.monotonic()
+        answer = raw_request(proxy.url, post("/v1/chat/completions", CHAT), CHAT, wait_s=30)
+        took = time.monotonic() - began
+        held.release.set()
+    assert status(answer) == 504, answer[:200]
+    assert took < 10
+
+
+def gzip_bomb(mib: int) -> bytes:
+    """A valid gzip body of `mib` MiB of zeros (~1 KiB per MiB): one 1 MiB block compressed with
+    a full flush repeats byte for byte, then a final empty block and the true CRC and size."""
+    block = bytes(2**20)
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
+    piece = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(block, crc)
+    trailer = struct.pack("<II", crc, (mib * 2**20) & 0xFFFFFFFF)
+    return first + piece * (mib - 1) + b"\x03\x00" + trailer
+
+
+def _hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@pytest.mark.parametrize(
+    "inflated_mib", [1024, 10 * 1024], ids=["1MB-to-1GB-kept-and-read", "10MB-to-10GB-over-keep"]
+)
+def test_a_gzip_bomb_from_the_candidate_costs_no_memory_and_no_other_users_latency(
+    tmp_path: Path, inflated_mib: int
+) -> None:
+    """FAULTS 63: a canary candidate answers every chat with a gzip body of zeros. The proxy
+    passes the bytes to the user as they are, reads at most MAX_DECODED_BYTES of the inflated
+    answer (off the event loop) and counts the answer as the candidate's error; users of the
+    primary meanwhile (GET /v1/models, never routed) are answered as fast as before. A body
+    over the 4 MiB kept for measuring (10 MB) is never inflated at all."""
+    bomb = gzip_bomb(inflated_mib)
+
+    async def bombing(request: Request) -> Response:
+        await request.body()
+        return Response(bomb, media_type="application/json", headers={"content-encoding": "gzip"})
+
+    candidate = Starlette(routes=[Route("/{path:path}", bombing, methods=["POST"])])
+    with (
+        serve_in_thread(Upstream_().app()) as origin,
+        serve_in_thread(candidate) as bomber,
+        start_proxy("--mode", "canary", "--steps", "99,100", "--interval", "600s", "--seed", "7",
+                    "--primary", origin + "/v1", "--candidate", bomber + "/v1",
+                    "--db", str(tmp_path / "p.db")) as proxy,
+    ):  # fmt: skip
+        models = b"GET /v1/models HTTP/1.1\r\nHost: p\r\n\r\n"
+        for _ in range(5):  # warm: the first answers, the judge's imports
+            raw_request(proxy.url, models)
+        quiet = _latencies(proxy.url, models, 20)
+        hwm_before = _hwm_mib(proxy.process.pid)
+        latencies: list[float] = []
+        stop = threading.Event()
+
+        def other_users() -> None:
+            while not stop.is_set():
+                began = time.monotonic()
+                assert status(raw_request(proxy.url, models)) == 200
+                latencies.append(time.monotonic() - began)
+                time.sleep(0.02)
+
+        users = threading.Thread(target=other_users)
+        users.start()
+        answers = [raw_request(proxy.url, post("/v1/chat/completions", CHAT), CHAT, wait_s=60)
+                   for _ in range(3)]  # fmt: skip
+        bombed = sum(b"content-encoding: gzip" in a.lower() for a in answers)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # measured after the user's last byte
+            text = proxy.metrics()
+            if metric(text, "servegate_proxy_errors_total", side="candidate") >= bombed:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        stop.set()
+        users.join(timeout=30)
+        hwm_after = _hwm_mib(proxy.process.pid)
+    assert bombed >= 1, [a[:200] for a in answers]
+    assert all(len(a.partition(b"\r\n\r\n")[2]) == len(bomb) for a in answers if b"gzip" in a)
+    assert metric(text, "servegate_proxy_errors_total", side="candidate") == bombed
+    assert hwm_after - hwm_before < 100, f"peak RSS grew {hwm_after - hwm_before:.0f} MiB"
+    slowest, usual = max(latencies), sorted(quiet)[len(quiet) // 2]
+    print(
+        f"{bombed} bombs; peak RSS +{hwm_after - hwm_before:.1f} MiB; other users: "
+        f"{len(latencies)} answers, slowest {slowest * 1000:.0f} ms, "
+        f"quiet median {usual * 1000:.1f} ms"
+    )
+    assert slowest < max(0.5, 20 * usual), f"another user waited {slowest:.2f} s ({usual=:.3f})"
+
+
+def _latencies(url: str, request: bytes, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        began = time.monotonic()
+        raw_request(url, request)
+        out.append(time.monotonic() - began)
+    return out
+
+
+def test_only_the_allow_listed_paths_are_mirrored_and_never_with_the_users_credentials(
+    tmp_path: Path,
+) -> None:
+    """FAULTS 47: with every request sampled, only POSTs to /v1/chat/completions,
+    /v1/completions and /v1/embeddings reach the candidate — never another path or method
+    the primary serves (its own admin, files, fine-tuning, responses, a GET) — and the
+    candidate gets its own key, never the user's Authorization or cookies."""
+    primary, observer = Upstream_(), Upstream_()
+    allowed = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+    others = ["/v1/responses", "/v1/files", "/v1/fine_tuning/jobs", "/v1/models",
+              "/v1/chat/completions/extra", "/admin/shutdown", "/v1/audio/speech"]  # fmt: skip
+    user = (b"Authorization: Bearer sk-user-canary-47a", b"Cookie: s=user-cookie-47")
+    with (
+        serve_in_thread(primary.app()) as origin,
+        serve_in_thread(observer.app()) as candidate,
+        start_proxy("--primary", origin + "/v1", "--candidate", candidate + "/v1",
+                    "--sample", "1", "--db", str(tmp_path / "p.db"),
+                    "--candidate-key-env", "SERVEGATE_TEST_CANDIDATE_KEY",
+                    env={"SERVEGATE_TEST_CANDIDATE_KEY": "sk-candidate-own-47b"}) as proxy,
+    ):  # fmt: skip
+        for path in allowed + others:
+            assert status(raw_request(proxy.url, post(path, CHAT, *user), CHAT)) == 200, path
+        assert status(raw_request(proxy.url, b"GET /v1/chat/completions HTTP/1.1\r\n"
+                                  b"Host: p\r\n\r\n")) == 200  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(observer.seen) < len(allowed):
+            time.sleep(0.1)
+        time.sleep(0.5)  # nothing else arrives late
+    assert sorted(s["path"] for s in observer.seen) == sorted(allowed)
+    assert len(primary.seen) == len(allowed) + len(others) + 1
+    for seen in observer.seen:
+        assert seen["headers"]["authorization"] == "Bearer sk-candidate-own-47b"
+        assert "cookie" not in seen["headers"]

@@ -343,3 +343,55 @@ def test_streamed_utf8_split_in_front_of_vllm_fails_golden_on_the_streamed_path(
     assert _checks(report, "golden")["stream_mismatch"] == "fail"
     assert blocking
     assert all(f["probe"].endswith(":stream") for f in blocking), blocking
+
+
+def _group(pgid: int) -> dict[int, str]:
+    """Every live process of group `pgid`, with its command line."""
+    from servegate.managed.memory import group_pids
+
+    out = {}
+    for pid in group_pids(pgid):
+        try:
+            out[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_no_vllm_process_survives_a_sigkilled_servegate(tmp_path: Path) -> None:
+    """FAULTS 65 on a real vLLM: servegate (the launch code, in a process of its own) starts
+    vLLM and is SIGKILLed once it serves. Every process of the engine's group — its API server
+    and the engine-core process it started — is gone within the stop timeout; none is killed
+    by this test."""
+    import signal
+    import subprocess
+    import time
+
+    hold = REPO / "tests" / "unit" / "managed" / "hold_engines.py"
+    engines = {"candidate": {"launch": _vllm()}}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    holder = subprocess.Popen(
+        [sys.executable, str(hold), json.dumps(engines), str(tmp_path)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    with holder:
+        assert holder.stdout is not None
+        name, pgid_text, outcome = holder.stdout.readline().split()
+        assert (name, outcome) == ("candidate", "ready")
+        group = _group(int(pgid_text))
+        print({pid: cmd[:100] for pid, cmd in group.items()})
+        vllm = [pid for pid, cmd in group.items() if "guard.py" not in cmd]
+        assert len(vllm) >= 2, group  # the API server and its engine core, at least
+        holder.kill()  # SIGKILL: servegate's own stop never runs
+        holder.wait(timeout=30)
+    deadline = time.monotonic() + 20 + 10  # stop_timeout_s, and time to be reaped
+    while time.monotonic() < deadline and any(_alive(pid) for pid in group):
+        time.sleep(0.2)
+    survivors = {pid: group[pid][:100] for pid in group if _alive(pid)}
+    for pid in survivors:  # never leave a vLLM behind for the next test
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == {}

@@ -65,12 +65,16 @@ def _listen(value: str, option: str = "--listen") -> tuple[str, int]:
 
 
 def _key(var: str | None, option: str = "--candidate-key-env") -> str | None:
+    """The key in `var`, checked as the gate checks its own (exit 2 naming the variable)."""
+    from servegate.endpoints.errors import EndpointError
+    from servegate.endpoints.http import api_key_from
+
     if var is None:
         return None
-    key = os.environ.get(var)
-    if not key:
-        fail(f"{option}: environment variable {var} is not set", 2)
-    return key
+    try:
+        return api_key_from(var, "key")
+    except EndpointError as exc:
+        fail(f"{option}: {exc}", 2)
 
 
 def _bind(host: str, port: int, option: str, text: str) -> socket.socket:
@@ -205,6 +209,30 @@ def _bind(host: str, port: int, option: str, text: str) -> socket.socket:
     "is dropped (counted).",
 )
 @click.option(
+    "--max-in-flight",
+    type=click.IntRange(1),
+    default=1024,
+    show_default=True,
+    help="User requests served at once; one more is answered 503 with Retry-After.",
+)
+@click.option(
+    "--max-buffered-bytes",
+    type=click.IntRange(1),
+    default=256 * 1024 * 1024,
+    show_default=True,
+    help="Bytes the requests in flight may hold together (their bodies and the answer bytes "
+    "kept to measure them); a body that would pass it is answered 503 with Retry-After, an "
+    "answer past it is served but not measured.",
+)
+@click.option(
+    "--primary-timeout-s",
+    type=click.FloatRange(0.001),
+    default=600.0,
+    show_default=True,
+    help="A primary's answer gives up after this many seconds in all (504 before its headers, "
+    "a broken stream after); raise it for answers that take longer.",
+)
+@click.option(
     "--admin-listen",
     default=DEFAULT_ADMIN_LISTEN,
     show_default=True,
@@ -243,6 +271,9 @@ def proxy_command(
     max_body_reads: int,
     body_read_timeout_s: float,
     max_queued_bytes: int,
+    max_in_flight: int,
+    max_buffered_bytes: int,
+    primary_timeout_s: float,
     admin_listen: str,
     admin_token_env: str | None,
     seed: int | None,
@@ -275,6 +306,9 @@ def proxy_command(
             retention_days=retention_days,
             body_read_timeout_s=body_read_timeout_s,
             max_queued_bytes=max_queued_bytes,
+            max_in_flight=max_in_flight,
+            max_buffered_bytes=max_buffered_bytes,
+            primary_timeout_s=primary_timeout_s,
             seed=seed,
             candidate_deadlines=DeadlineRule()
             if policy is None
@@ -329,7 +363,7 @@ def proxy_command(
         admin_sock = _bind(admin_host, admin_port, "--admin-listen", admin_listen)
         sockets.append(admin_sock)
         admin_note = f"; admin endpoints on http://{admin_host}:{admin_sock.getsockname()[1]}"
-    admin = AdminAccess(token=token, ports=frozenset(s.getsockname()[1] for s in sockets[1:]))
+    admin = AdminAccess.of(token, (s.getsockname()[:2] for s in sockets[1:]))
     proxy = Proxy(settings, controller=controller, recorder=recorder, capture=capture, admin=admin)
     bound = sock.getsockname()[1]
     if controller is None:

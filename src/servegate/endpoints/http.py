@@ -44,6 +44,21 @@ MAX_KEPT_URLS = 32  # joined request URLs kept per endpoint (raw() may be asked 
 Retryable = TypeVar("Retryable", Completion, Embeddings)
 
 
+def api_key_from(var: str, what: str = "API key") -> str:
+    """The key held by environment variable `var`; EndpointError (naming the variable, never
+    its value) when it is unset, empty, or holds a line break or NUL — a key read from a file (a
+    Kubernetes Secret) often ends with a newline, and sent verbatim it would end the header."""
+    key = os.environ.get(var)
+    if not key:
+        raise EndpointError(f"{what} variable {var} is not set or empty")
+    if _BREAKS.search(key):
+        raise EndpointError(
+            f"{what} variable {var} holds a line break or NUL (a trailing newline from a secret "
+            "file?): remove it; nothing was sent"
+        )
+    return key
+
+
 class OpenAIEndpoint:
     """An OpenAI-compatible server at `base_url` (e.g. http://127.0.0.1:8000/v1)."""
 
@@ -71,17 +86,7 @@ class OpenAIEndpoint:
             if _BREAKS.search(value) or _BREAKS.search(header):
                 raise EndpointError(f"header {header} holds a line break or NUL: refused, not sent")
         if api_key_env is not None:
-            key = os.environ.get(api_key_env)
-            if not key:
-                raise EndpointError(f"API key variable {api_key_env} is not set or empty")
-            if _BREAKS.search(key):
-                # A key read from a file (a Kubernetes Secret) often ends with a newline: sent
-                # verbatim it would end the header and split the request.
-                raise EndpointError(
-                    f"API key variable {api_key_env} holds a line break or NUL (a trailing "
-                    "newline from a secret file?): remove it; nothing was sent"
-                )
-            self._headers["Authorization"] = f"Bearer {key}"
+            self._headers["Authorization"] = f"Bearer {api_key_from(api_key_env)}"
         self._session: aiohttp.ClientSession | None = None  # https: aiohttp (TLS)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool: WirePool | None = None  # http: the lean HTTP/1.1 client (wire.py)

@@ -1,8 +1,7 @@
 """Start the reference engine: llama-cpp-python's OpenAI server, optionally behind a fault proxy.
 
-Child processes are started by `process.spawn` (own session, PR_SET_PDEATHSIG), so no engine
-outlives its owner. Call `start_engine` from a long-lived thread such as the main thread: the
-death signal follows the starting *thread*.
+Child processes are started by `process.spawn` (each under a guard leading its own session and
+process group), so no engine, nor anything it started, outlives its owner.
 
 Determinism: llama-cpp-python keeps the previous request's KV cache and re-evaluates only the
 tokens after the longest common prefix, so a chat sent twice in a row can flip greedy tokens
@@ -27,7 +26,7 @@ from types import TracebackType
 from servegate.engine.errors import EngineStartError, UnknownNameError
 from servegate.engine.faults import FAULTS, FaultOptions, options_argv
 from servegate.engine.model import shipped_model_path
-from servegate.engine.process import free_port, log_tail, spawn, stop
+from servegate.engine.process import free_port, log_tail, spawn, stop_group
 from servegate.engine.variants import VARIANTS, variant_gguf
 
 MODEL_ALIAS = "smollm2-135m-instruct"
@@ -147,7 +146,7 @@ class RunningEngine:
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the children (proxy first), SIGKILL after `grace_s`; safe to call twice."""
         for process in reversed(self._processes):
-            stop(process, grace_s)
+            stop_group(process, grace_s)
 
     def __enter__(self) -> RunningEngine:
         return self

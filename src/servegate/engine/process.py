@@ -1,24 +1,30 @@
-"""Child processes that never outlive their owner: own session, death signal, orderly stop.
+"""Child processes that never outlive their owner: a guard per engine, its own session, an
+orderly stop.
 
-A child runs in its own session and process group (Ctrl-C reaches only the parent, which stops
-it in order) and gets SIGTERM from the kernel if the thread that started it dies
-(PR_SET_PDEATHSIG). The death signal follows the starting *thread*: spawn from a long-lived
-thread such as the main thread, never from a worker thread that ends.
+`spawn` starts a guard (`servegate/engine/guard.py`) as the leader of a new session and process
+group, and the engine as the guard's child in that group; everything the engine starts joins it.
+Ctrl-C reaches only servegate, which stops the group in order (`stop_group`). When servegate dies
+— SIGKILL included, whichever thread spawned — a pipe only servegate holds closes, and the guard
+stops the whole group: the engine and every worker it started. The death signal this replaced
+(PR_SET_PDEATHSIG on the engine alone) reached only the engine's main process, so a worker the
+engine did not stop itself outlived servegate (issue 29).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
+GUARD = Path(__file__).with_name("guard.py")
+DEFAULT_GRACE_S = 10.0
 
 
 def free_port() -> int:
@@ -29,12 +35,17 @@ def free_port() -> int:
         return port
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    # Runs in the child between fork and exec; the death signal survives exec.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
+class GuardedProcess(subprocess.Popen[bytes]):
+    """The guard of one engine (its pid is the group id); holds the pipe whose end tells the
+    guard that servegate is gone."""
+
+    owner_fd: int = -1
+    _release: weakref.finalize[[int], GuardedProcess] | None = None
+
+    def release(self) -> None:
+        """Close servegate's end of the owner pipe (the guard then stops what is left)."""
+        if self._release is not None:
+            self._release()
 
 
 def spawn(
@@ -43,32 +54,38 @@ def spawn(
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in its own session (pid = process group id), stdout and stderr appended to
-    `log_path`, with SIGTERM on the parent's death. Raises OSError when it cannot be executed."""
-    parent_pid = os.getpid()
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            preexec_fn=lambda: _die_with_parent(parent_pid),
-        )
-
-
-def stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the process, SIGKILL after `grace_s`; safe to call twice."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """Start `argv` under a guard in a new session (the guard's pid is the process group id),
+    stdout and stderr appended to `log_path`. The group is stopped (SIGTERM, SIGKILL after
+    `grace_s`) when servegate dies. Raises OSError when `argv` cannot be executed."""
+    owner_read, owner_write = os.pipe()
+    status_read, status_write = os.pipe()
+    try:
+        with log_path.open("ab") as log:
+            process = GuardedProcess(
+                [sys.executable, "-I", "-S", str(GUARD), str(owner_read), str(status_write),
+                 f"{grace_s:g}", "--", *argv],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, env=dict(env) if env is not None else None, cwd=cwd,
+                pass_fds=(owner_read, status_write),
+            )  # fmt: skip
+    except BaseException:
+        os.close(owner_write)
+        raise
+    finally:
+        os.close(owner_read)
+        os.close(status_write)
+    process.owner_fd = owner_write
+    process._release = weakref.finalize(process, os.close, owner_write)
+    with os.fdopen(status_read, "rb") as status:
+        started = status.readline().strip()
+    if started != b"0":
+        process.wait()
+        process.release()
+        code = int(started or 0) or None
+        raise OSError(code, os.strerror(code) if code else "the guard did not start it")
+    return process
 
 
 def group_alive(pgid: int) -> bool:
@@ -84,19 +101,24 @@ def group_alive(pgid: int) -> bool:
 
 def stop_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the process group `process` leads, SIGKILL what is left of it after `grace_s`,
-    and reap the leader: a server's workers go with it. Safe to call twice."""
+    and reap the leader: a server's workers go with it. Safe to call twice. Blocks for up to
+    `grace_s`: from a running event loop, call it in a thread."""
     pgid = process.pid  # spawn() starts a new session: the leader's pid is the group id
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        process.poll()  # reaps the leader, so a finished group reads as gone
-        if not group_alive(pgid):
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-    process.wait()
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            process.poll()  # reaps the leader, so a finished group reads as gone
+            if not group_alive(pgid):
+                return
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        process.wait()
+    finally:
+        if isinstance(process, GuardedProcess):
+            process.release()
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

@@ -1,9 +1,9 @@
 """Start a managed engine, measure its start-up, and always stop it.
 
 Times are from process start: `load` until its port accepts connections, `ready` until a real
-completion succeeds (a green /health or /v1/models proves nothing). The engine runs in its own
-process group with a death signal (`servegate.engine.process`), so servegate stops it, and
-everything it started, on a normal end, a failure, Ctrl-C, and its own death.
+completion succeeds (a green /health or /v1/models proves nothing). The engine runs under a
+guard that leads its process group (`servegate.engine.process`), so servegate stops it, and
+everything it started, on a normal end, a failure, Ctrl-C, and its own death (SIGKILL included).
 """
 
 from __future__ import annotations
@@ -11,46 +11,45 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-import shlex
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from servegate.config.models import PORT_PLACEHOLDER, EndpointConfig, LaunchConfig
+from servegate.config.redaction import (
+    command_secrets,
+    environment_secrets,
+    hide,
+    secret_name,
+    shown_command,
+)
 from servegate.endpoints.http import OpenAIEndpoint
 from servegate.engine.process import free_port, log_tail, spawn, stop_group
-from servegate.managed.launch_evidence import LaunchEvidence, LaunchOutcome
+from servegate.managed.launch_evidence import LaunchEvidence, LaunchOutcome, LogHit
 from servegate.managed.logscan import LogPattern, scan_file
 from servegate.managed.memory import MemorySampler
 from servegate.managed.vllm_log import engine_facts_file, startup_note
 
 POLL_S = 0.2
 READY_BODY = {"prompt": "Hello", "max_tokens": 1, "temperature": 0}
-_SECRET_FLAG = re.compile(r"(key|token|secret|password)", re.IGNORECASE)
 
 
-def shown_command(argv: list[str]) -> str:
-    """The command as a shell line, with the value of any key/token/password flag hidden."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        flag, eq, _ = arg.partition("=")
-        if arg.startswith("-") and _SECRET_FLAG.search(flag):
-            if eq:
-                out.append(f"{flag}=***")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return shlex.join(out)
+def launch_secrets(cfg: EndpointConfig, argv: list[str]) -> list[str]:
+    """What a launch knows to be secret: its command's key-like values (also inside a `sh -c`
+    string), its secret-named environment values, the API key the side is called with, and this
+    process's secret-named variables. Each is masked wherever an excerpt of the log shows it."""
+    assert cfg.launch is not None
+    found = command_secrets(argv)
+    found += [v for k, v in cfg.launch.env.items() if secret_name(k)]
+    if cfg.api_key_env is not None:
+        found.append(os.environ.get(cfg.api_key_env, ""))
+    return found + environment_secrets()
+
+
+def _hidden_hit(hit: LogHit, secrets: list[str]) -> LogHit:
+    return replace(hit, line=hide(hit.line, secrets))
 
 
 def _fill(text: str, port: int) -> str:
@@ -71,12 +70,13 @@ class Managed:
     sampler: MemorySampler | None = None
 
     async def stop(self) -> None:
-        """Stop the sampler and the whole process group; safe to call twice."""
+        """Stop the sampler and the whole process group; safe to call twice. The wait for the
+        group (up to `stop_timeout_s`) runs in a thread: the event loop goes on serving."""
         if self.sampler is not None:
             await self.sampler.stop()
         process, self.process = self.process, None  # never signal a group id twice: reusable
         if process is not None:
-            stop_group(process, self.launch.stop_timeout_s)
+            await asyncio.to_thread(stop_group, process, self.launch.stop_timeout_s)
 
     @property
     def pid(self) -> int | None:
@@ -123,13 +123,19 @@ async def launch(
     url = _fill(cfg.url_template, port)
     os.makedirs(run_dir, exist_ok=True)
     log_path = run_dir / f"{side}.log"
-    shown = shown_command(list(spec.command))  # `{port}` kept: the same engine, any port
+    shown = shown_command(spec.command)  # `{port}` kept: the same engine, any port
+    secrets = launch_secrets(cfg, argv)
 
     def result(outcome: LaunchOutcome, message: str, **kw: object) -> LaunchEvidence:
+        # Everything read from the log is masked here, once: the report, the store and the
+        # terminal only ever see this evidence.
+        facts = engine_facts_file(log_path)
         return LaunchEvidence(
-            side=side, command=shown, log_path=str(log_path), outcome=outcome, message=message,
-            timeout_s=spec.ready_timeout_s, log_tail=log_tail(log_path),
-            hits=scan_file(log_path, patterns), engine=engine_facts_file(log_path),
+            side=side, command=shown, log_path=str(log_path), outcome=outcome,
+            message=hide(message, secrets), timeout_s=spec.ready_timeout_s,
+            log_tail=hide(log_tail(log_path), secrets),
+            hits=tuple(_hidden_hit(h, secrets) for h in scan_file(log_path, patterns)),
+            engine={k: hide(v, secrets) for k, v in facts.items()},
             **kw,  # type: ignore[arg-type]
         )  # fmt: skip
 
@@ -148,14 +154,17 @@ async def launch(
     log_path.write_bytes(b"")
     began = time.perf_counter()
     try:
-        process = spawn(argv, log_path, env=env, cwd=spec.cwd)
+        # In a thread: the guard takes ~70 ms to report that the engine started.
+        process = await asyncio.to_thread(
+            spawn, argv, log_path, env=env, cwd=spec.cwd, grace_s=spec.stop_timeout_s
+        )
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         managed.evidence = result(LaunchOutcome.NOT_FOUND,
                                   f"cannot execute {argv[0]!r}: {why}")  # fmt: skip
         return managed
     managed.process = process
-    sampler = MemorySampler(process.pid)
+    sampler = MemorySampler(process.pid, skip=frozenset({process.pid}))  # not the guard
     managed.sampler = sampler
     port_open_s: float | None = None
     endpoint = OpenAIEndpoint(side, url, api_key_env=cfg.api_key_env)  # an engine may demand it

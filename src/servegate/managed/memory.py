@@ -7,24 +7,15 @@ import contextlib
 import shutil
 from pathlib import Path
 
+from servegate.engine.guard import group_members
+
 GPU_EVERY_S = 2.0
 
 
 def group_pids(pgid: int, proc: Path = Path("/proc")) -> list[int]:
-    """Every live process whose process group is `pgid`."""
-    pids = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the command name, which is in parentheses and may hold spaces.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid:
-            pids.append(int(entry.name))
-    return pids
+    """Every live process whose process group is `pgid` (zombies, which hold no memory, left
+    out): the guard's own rule (`servegate.engine.guard`)."""
+    return group_members(pgid, proc)
 
 
 def rss_mb(pid: int, proc: Path = Path("/proc")) -> float:
@@ -69,8 +60,9 @@ async def gpu_memory_mb(pids: set[int], nvidia_smi: str) -> tuple[float | None, 
 class MemorySampler:
     """Peak RSS (summed over the group) and GPU memory of one process group, sampled."""
 
-    def __init__(self, pgid: int) -> None:
+    def __init__(self, pgid: int, skip: frozenset[int] = frozenset()) -> None:
         self.pgid = pgid
+        self.skip = skip  # processes of the group that are not the engine's (its guard)
         self.peak_rss_mb: float | None = None
         self.peak_gpu_mb: float | None = None
         self.nvidia_smi = shutil.which("nvidia-smi")
@@ -80,7 +72,7 @@ class MemorySampler:
 
     async def sample(self) -> None:
         """One sample now (GPU at most every GPU_EVERY_S)."""
-        pids = group_pids(self.pgid)
+        pids = [pid for pid in group_pids(self.pgid) if pid not in self.skip]
         if not pids:
             return
         total = sum(rss_mb(pid) for pid in pids)

@@ -75,6 +75,7 @@ class MirrorJob:
     candidate_headers: dict[str, str]
     primary: asyncio.Future[Exchange] = field(repr=False)
     primary_completion: Completion | None = None  # the user's answer as `_served` read it
+    kept: int = 0  # the primary's kept answer bytes, held in the queues' byte budget
 
 
 class Proxy:
@@ -102,7 +103,11 @@ class Proxy:
         self._session: aiohttp.ClientSession | None = None
         # What the mirror and record queues hold together, in bytes (a full budget drops).
         self.queued = ByteBudget(settings.max_queued_bytes)
+        # What requests in flight hold: their bodies and the answer bytes kept to measure.
+        self.buffered = ByteBudget(settings.max_buffered_bytes)
+        self.metrics.buffered.set_function(lambda: float(self.buffered.held))
         self._reading = 0  # request bodies being buffered now
+        self._admitted = 0  # requests from admission (body read) to their last byte
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._sink: RecordSink | None = None
@@ -210,6 +215,8 @@ class Proxy:
             "mode": self.settings.mode,
             # a user's answer counts until it is measured: its metrics and capture follow it
             "in_flight": self.in_flight + self._measures_queued - self._measured,
+            "buffered_bytes": self.buffered.held,
+            "buffered_bytes_limit": self.settings.max_buffered_bytes,
             "mirror_queue_depth": self._queue.qsize(),
             "mirror_queue_capacity": self.settings.queue_size,
             "mirror_in_flight": self.mirrors_in_flight,
@@ -235,14 +242,26 @@ class Proxy:
         if escape is not None:  # it could leave the upstream's configured prefix
             await send_error(send, 400, f"request path with {escape}", "invalid_request_error")
             return
-        if self._reading >= self.settings.max_body_reads:
-            self.metrics.refused.labels("busy").inc()
-            await send_error(
-                send, 503,
-                f"the proxy is buffering {self._reading} request bodies, its limit; retry",
-                "proxy_busy", retry_after_s=1,
-            )  # fmt: skip
+        if self._admitted >= self.settings.max_in_flight:
+            await self._refuse(send, "in_flight", f"the proxy is serving {self._admitted} "
+                               "requests, its limit (--max-in-flight); retry")  # fmt: skip
             return
+        if self._reading >= self.settings.max_body_reads:
+            await self._refuse(send, "busy", f"the proxy is buffering {self._reading} request "
+                               "bodies, its limit; retry")  # fmt: skip
+            return
+        self._admitted += 1
+        try:
+            await self._admit(scope, receive, send, raw_path)
+        finally:
+            self._admitted -= 1
+
+    async def _refuse(self, send: Send, reason: str, message: str) -> None:
+        self.metrics.refused.labels(reason).inc()
+        await send_error(send, 503, message, "proxy_busy", retry_after_s=1)
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send, raw_path: bytes) -> None:
+        """Read the body, hold it within the buffered-bytes budget, serve; give it all back."""
         self._reading += 1
         try:
             body = await read_body(
@@ -268,17 +287,27 @@ class Proxy:
             return
         finally:
             self._reading -= 1
+        if not self.buffered.take(len(body)):
+            await self._refuse(send, "buffered_bytes", f"requests in flight hold "
+                               f"{self.buffered.held} bytes, near the proxy's limit of "
+                               f"{self.buffered.limit} (--max-buffered-bytes); retry")  # fmt: skip
+            return
+        held = len(body)
         self.in_flight += 1
         self.metrics.in_flight.inc()
         try:
-            await self._serve(scope, receive, send, raw_path, body)
+            exchange = await self._serve(scope, receive, send, raw_path, body)
+            held += exchange.kept_bytes if exchange is not None else 0
         finally:
             self.in_flight -= 1
             self.metrics.in_flight.dec()
+            self.buffered.give(held)  # an exchange that raised kept nothing it can count
 
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, raw_path: bytes, body: bytes
-    ) -> None:
+    ) -> Exchange:
+        """Forward one request to the side that serves it; the exchange, for the caller to
+        release its kept bytes (the measurement runs on its own copy of the bookkeeping)."""
         assert self._session is not None
         path: str = scope["path"]
         routable = scope["method"] == "POST" and path in MIRRORED_PATHS
@@ -315,6 +344,7 @@ class Proxy:
                 send=send,
                 keep_bytes=self.settings.record_bytes,
                 side=side,
+                budget=self.buffered,
             )
         except BaseException:
             if job is not None:
@@ -329,17 +359,29 @@ class Proxy:
             self.deadlines.observe(exchange)
         # The user has the last byte: measuring, pairing and recording start now.
         if job is not None:
-            job.primary.set_result(exchange)
+            if self.queued.take(exchange.kept_bytes):  # the answer waits for its pair
+                job.kept = exchange.kept_bytes
+                job.primary.set_result(exchange)
+            else:
+                job.primary.cancel()  # the queues are full: the pair is abandoned, counted
+                self.dropped += 1
+                self.metrics.drops.inc()
         if not routable:
-            return
+            return exchange
         if self.controller is None:  # shadow: measured on the judge's thread, off the loop
             assert self._judge is not None
             self._measures_queued += 1
             self._judge.submit(
                 functools.partial(self._measure, side, path, body, scope, exchange, job)
             )
-        else:  # the controller is no thread's: its answers are measured here
-            self._served(side, path, body, scope, exchange, paired=False)
+        else:  # read off the loop (an answer may inflate); the controller is the loop's own
+            at = time.time()
+            _, metrics = await asyncio.to_thread(
+                self._served, side, path, body, scope, exchange, paired=False
+            )
+            assert self.controller is not None
+            self.controller.observe(RequestObservation(side=side, at=at, metrics=metrics))
+        return exchange
 
     def _measure(
         self,
@@ -354,7 +396,7 @@ class Proxy:
         # out), so the pair reuses the answer read here; a pair judged on the loop because the
         # queue was full may find none yet and reads the answer itself.
         try:
-            completion = self._served(side, path, body, scope, exchange, paired=job is not None)
+            completion, _ = self._served(side, path, body, scope, exchange, paired=job is not None)
             if job is not None:
                 job.primary_completion = completion
         finally:
@@ -370,8 +412,9 @@ class Proxy:
 
     def _served(
         self, side: Side, path: str, body: bytes, scope: Scope, exchange: Exchange, *, paired: bool
-    ) -> Completion | None:
-        """Measure the answer the user got; the Completion read from it (None: not read)."""
+    ) -> tuple[Completion | None, dict[str, float]]:
+        """Measure the answer the user got: the Completion read from it (None: not read) and its
+        metrics. Thread-safe: it runs on the judge's thread or a worker thread."""
         request = request_value(body)
         if not paired and self._capture is not None and isinstance(request, dict):
             assert self._sink is not None
@@ -386,9 +429,7 @@ class Proxy:
         else:
             metrics = request_metrics(exchange, None, {})
         self.metrics.served(side, metrics)
-        if self.controller is not None:
-            self.controller.observe(RequestObservation(side=side, at=time.time(), metrics=metrics))
-        return completion
+        return completion, metrics
 
     # the mirror --------------------------------------------------------------------------------
 
@@ -482,7 +523,7 @@ class Proxy:
         try:
             self._compare(job, candidate)
         finally:
-            self.queued.give(len(job.body))
+            self.queued.give(len(job.body) + job.kept)
             with self._pairs_lock:
                 self._pairs_judged += 1
 

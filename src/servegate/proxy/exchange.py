@@ -14,10 +14,11 @@ from servegate.endpoints.assembly import StreamAssembler
 from servegate.endpoints.body import completion_draft, decode_json
 from servegate.endpoints.draft import CompletionDraft, RequestContext, body_error
 from servegate.endpoints.errors import ErrorCategory, FaultError, RequestError
-from servegate.endpoints.sse import SSEParser
+from servegate.endpoints.sse import DEFAULT_MAX_EVENT_BYTES, SSEParser
 from servegate.endpoints.text import FINDING_CHARS, excerpt
 from servegate.endpoints.timing import TimingRecorder
 from servegate.endpoints.types import Completion
+from servegate.proxy.limits import ByteBudget
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -43,11 +44,16 @@ class Exchange:
     timed_out: bool = False
     client_gone: bool = False  # the user disconnected before the answer was complete
 
-    def keep(self, data: bytes, arrival_ns: int, limit: int) -> None:
-        """Keep one chunk for reading later, up to `limit` bytes in all."""
+    def keep(
+        self, data: bytes, arrival_ns: int, limit: int, budget: ByteBudget | None = None
+    ) -> None:
+        """Keep one chunk for reading later, up to `limit` bytes in all and while `budget` (the
+        bytes all requests in flight may hold) has room; past either, none is kept."""
         if self.truncated:
             return
-        if self.kept_bytes + len(data) > limit:
+        if self.kept_bytes + len(data) > limit or (
+            budget is not None and not budget.take(len(data))
+        ):
             self.truncated = True
             return
         self.chunks.append(data)
@@ -131,25 +137,54 @@ def completion_of(exchange: Exchange, path: str, request: Mapping[str, Any]) -> 
 
 # Content codings the proxy reads (and so the only ones it lets the primary use, forwarding.py).
 READABLE_ENCODINGS = ("gzip", "x-gzip", "deflate")
+# The most an answer may inflate to: past it, the answer is FAIL(too_large) for its side — a
+# compressed body that inflates without bound (a gzip bomb) costs at most this much memory.
+MAX_DECODED_BYTES = DEFAULT_MAX_EVENT_BYTES
 
 
-def decoded_chunks(exchange: Exchange) -> list[bytes]:
+def decoded_chunks(exchange: Exchange, max_bytes: int = MAX_DECODED_BYTES) -> list[bytes]:
     """The kept chunks as the user's client reads them: gzip or deflate undone chunk by chunk
-    (each keeps its arrival time); any other content coding is FAIL(decode)."""
+    (each keeps its arrival time), never more than `max_bytes` in all (FAIL(too_large) past it);
+    any other content coding is FAIL(decode)."""
     coding = exchange.headers.get("content-encoding", "identity").strip().lower()
     if coding in ("", "identity") or not exchange.chunks:
         return exchange.chunks
     if coding not in READABLE_ENCODINGS:
         raise FaultError(ErrorCategory.DECODE, f"content-encoding {coding!r} is not readable")
     for wbits in (47, -15):  # gzip or zlib (auto-detected), then raw deflate
-        unpacker = zlib.decompressobj(wbits=wbits)
         try:
-            out = [unpacker.decompress(chunk) for chunk in exchange.chunks]
-            out[-1:] = [(out[-1] if out else b"") + unpacker.flush()]
+            return _inflated(exchange.chunks, wbits, max_bytes, coding)
         except zlib.error:
             continue
-        return out
     raise FaultError(ErrorCategory.DECODE, f"the {coding} body does not decompress")
+
+
+def _inflated(chunks: list[bytes], wbits: int, max_bytes: int, coding: str) -> list[bytes]:
+    unpacker = zlib.decompressobj(wbits=wbits)
+    out: list[bytes] = []
+    size = 0
+
+    def room() -> int:
+        # one byte past the cap, so that reaching it is told apart from passing it
+        return max_bytes - size + 1
+
+    for chunk in chunks:
+        data = unpacker.decompress(chunk, room())
+        size += len(data)
+        if size > max_bytes or unpacker.unconsumed_tail:
+            raise FaultError(
+                ErrorCategory.TOO_LARGE,
+                f"the {coding} answer inflates past {max_bytes} bytes ({sum(map(len, chunks))} "
+                "bytes compressed); decompression stopped there",
+            )
+        out.append(data)
+    tail = unpacker.flush()
+    if size + len(tail) > max_bytes:
+        raise FaultError(
+            ErrorCategory.TOO_LARGE, f"the {coding} answer inflates past {max_bytes} bytes"
+        )
+    out[-1:] = [(out[-1] if out else b"") + tail]
+    return out
 
 
 def _assemble(

@@ -64,8 +64,10 @@ class ProxyMetrics:
         )
         self.refused = Counter(
             f"{PREFIX}_refused",
-            "requests the proxy answered itself before reading them in full: busy (503, too "
-            "many bodies being buffered) or body_timeout (408, a slow upload)",
+            "requests the proxy answered itself instead of forwarding them: busy (503, too many "
+            "bodies being read at once), in_flight (503, --max-in-flight requests already "
+            "served), buffered_bytes (503, --max-buffered-bytes held by requests in flight) or "
+            "body_timeout (408, a slow upload)",
             ["reason"], registry=r,
         )  # fmt: skip
         self.answers = Counter(
@@ -120,6 +122,11 @@ class ProxyMetrics:
         capacity = Gauge(f"{PREFIX}_mirror_queue_capacity", "mirror queue bound", registry=r)
         capacity.set(queue_capacity)
         self.in_flight = Gauge(f"{PREFIX}_in_flight", "user requests being served", registry=r)
+        self.buffered = Gauge(
+            f"{PREFIX}_buffered_bytes",
+            "bytes held by requests in flight: their bodies and the answer bytes kept to measure",
+            registry=r,
+        )  # fmt: skip
         # The controller's snapshot as gauges, set at each scrape (`canary`): its weight is a
         # percentage, as --steps and the snapshot give it, and the name says so.
         self.canary_weight = Gauge(

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from servegate.proxy.exchange import Exchange
+from servegate.proxy.limits import ByteBudget
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -195,6 +196,7 @@ async def relay(
     send: Send,
     keep_bytes: int,
     side: str,
+    budget: ByteBudget | None = None,
 ) -> Exchange:
     """Forward one request and stream the answer to the client as it arrives.
 
@@ -231,7 +233,7 @@ async def relay(
         )
         async for data in response.content.iter_any():
             await send({"type": "http.response.body", "body": data, "more_body": True})
-            exchange.keep(data, time.perf_counter_ns(), keep_bytes)
+            exchange.keep(data, time.perf_counter_ns(), keep_bytes, budget)
         exchange.done_ns = time.perf_counter_ns()
         finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})

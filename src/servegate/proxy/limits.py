@@ -1,10 +1,13 @@
-"""Bounds on what the proxy holds and forwards: how many request bodies it buffers at once and
-for how long it waits for one, the bytes all its queues may hold together, and which request
-paths may reach an upstream at all.
+"""Bounds on what the proxy holds and forwards: how many request bodies it reads at once and for
+how long it waits for one, how many requests it serves at once and the bytes they hold, the
+bytes all its queues may hold together, and which request paths may reach an upstream at all.
 
-A body is buffered whole before it is forwarded (the mirror and the measurement need it), so
-memory is bounded by `max_buffered_bodies` × `max_body_bytes` for bodies in flight, plus
-`max_queued_bytes` for everything waiting in the mirror and record queues."""
+A body is buffered whole before it is forwarded (the mirror and the measurement need it), and up
+to `record_bytes` of each answer is kept to measure it. The requests in flight (at most
+`max_in_flight`) hold at most `max_buffered_bytes` of bodies and kept answers together; what
+waits after them in the mirror and record queues, at most `max_queued_bytes`; an inflated answer
+at most MAX_DECODED_BYTES while it is read (`exchange.py`), one per reading thread. Memory is
+bounded by the sum of these and a few KiB per request in flight."""
 
 from __future__ import annotations
 

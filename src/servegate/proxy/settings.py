@@ -65,12 +65,18 @@ class ProxySettings:
     mirror_workers: int = 8  # candidate requests in flight at once
     candidate_timeout_s: float = 60.0  # a mirrored request gives up after this, in all
     primary_connect_timeout_s: float = 10.0
-    primary_timeout_s: float | None = None  # None: as long as the primary streams
+    # A primary's answer, first byte to last, gives up after this (504 before the headers, a
+    # broken stream after): a hung engine cannot hold a request, and its memory, for ever.
+    primary_timeout_s: float | None = 600.0
     record_bytes: int = 4 * 1024 * 1024  # an answer larger than this is served but not measured
     record_queue_size: int = 256  # records waiting for the store writer; beyond it, dropped
     max_body_reads: int = 16  # request bodies buffered at once; beyond it 503 (Retry-After)
     body_read_timeout_s: float = 30.0  # a body not in full by then: 408 (slow uploads)
     max_queued_bytes: int = 256 * 1024 * 1024  # mirror + record queues together; beyond, drop
+    max_in_flight: int = 1024  # user requests admitted at once; beyond it 503 (Retry-After)
+    # Request bodies and kept answer bytes of the requests in flight; a body that would pass it
+    # is answered 503 (Retry-After), an answer past it is served but not measured.
+    max_buffered_bytes: int = 256 * 1024 * 1024
     # What of prompts and answers reaches disk: none (the comparison only), redacted, full.
     store_bodies: StoreBodies = "none"
     retention_days: float = 30.0  # stored pairs older than this are deleted
@@ -86,11 +92,14 @@ class ProxySettings:
         if not self.body_read_timeout_s > 0:
             raise ProxySettingsError("the body-read timeout must be > 0 s")
         for name in ("max_body_bytes", "queue_size", "mirror_workers", "record_bytes",
-                     "max_body_reads", "max_queued_bytes"):  # fmt: skip
+                     "max_body_reads", "max_queued_bytes", "max_in_flight",
+                     "max_buffered_bytes"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ProxySettingsError(f"{name} must be at least 1")
         if self.candidate_timeout_s <= 0:
             raise ProxySettingsError("the candidate timeout must be > 0 s")
+        if self.primary_timeout_s is not None and self.primary_timeout_s <= 0:
+            raise ProxySettingsError("the primary timeout must be > 0 s")
         if (self.primary.origin, self.primary.prefix) == (
             self.candidate.origin,
             self.candidate.prefix,
@@ -113,6 +122,9 @@ class ProxySettings:
             "max_body_reads": self.max_body_reads,
             "body_read_timeout_s": self.body_read_timeout_s,
             "max_queued_bytes": self.max_queued_bytes,
+            "max_in_flight": self.max_in_flight,
+            "max_buffered_bytes": self.max_buffered_bytes,
+            "primary_timeout_s": self.primary_timeout_s,
             "store_bodies": self.store_bodies,
             "retention_days": self.retention_days,
         }

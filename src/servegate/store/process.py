@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from servegate.store.heartbeat import lease_over
+from servegate.store.heartbeat import NOW_KEY, lease_over
 
 
 def hostname() -> str:
@@ -43,11 +43,12 @@ def shown_state(
 ) -> str:
     """The state to show for a runs row: `interrupted` for a `running` run whose process on this
     host is gone, or whose heartbeat is older than the lease (any host: a pid cannot be checked
-    elsewhere, nor trusted after a container restart); otherwise the stored state."""
+    elsewhere, nor trusted after a container restart) on the database's clock, read with the row
+    (`db_now`); otherwise the stored state."""
     state = str(row["state"])
     if state != "running":
         return state
-    if lease_over(row.get("heartbeat_at")):
+    if lease_over(row.get("heartbeat_at"), row.get(NOW_KEY)):
         return "interrupted"
     pid, row_host = row.get("pid"), row.get("hostname")
     if pid is None or row_host is None:

@@ -14,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where
+from servegate.store.heartbeat import NOW_KEY, database_now
 from servegate.store.process import shown_state
 from servegate.verdict.model import Report
 
@@ -27,8 +28,9 @@ def _printable(text: str) -> str:
 def find_run(engine: Engine, ref: str) -> dict[str, Any]:
     """The run whose id is `ref`, or the only one starting with it (at least 4 characters)."""
     runs = tables.runs
-    exact = select(runs).where(runs.c.id == ref)
-    prefix = select(runs).where(runs.c.id.startswith(ref, autoescape=True)).limit(2)
+    with_now = select(runs, database_now().label(NOW_KEY))  # the lease is judged on its clock
+    exact = with_now.where(runs.c.id == ref)
+    prefix = with_now.where(runs.c.id.startswith(ref, autoescape=True)).limit(2)
     try:
         with engine.connect() as conn:
             rows = [dict(r._mapping) for r in conn.execute(exact)]

@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error
-from servegate.store.heartbeat import LEASE_S, beat_age_s
+from servegate.store.heartbeat import LEASE_S, NOW_KEY, beat_age_s
 from servegate.store.process import shown_state
 from servegate.store.reader import find_run
 from servegate.verdict.model import GateResult
@@ -49,7 +49,7 @@ def takeover_refusal(run: Mapping[str, Any]) -> str | None:
         return None
     if state == "running":
         beat = run.get("heartbeat_at")
-        age = beat_age_s(beat) if beat else None
+        age = beat_age_s(beat, run.get(NOW_KEY)) if beat else None
         alive = (
             f"heartbeat {age:.0f} s ago; a run is taken over only once its heartbeat is older "
             f"than {LEASE_S:g} s"

@@ -25,7 +25,7 @@ from servegate.endpoints.recording import Result
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where, why
-from servegate.store.heartbeat import HEARTBEAT_S, Heartbeat, beat, now_text
+from servegate.store.heartbeat import HEARTBEAT_S, NOW_KEY, Heartbeat, beat, database_now
 from servegate.store.process import hostname
 from servegate.store.resume import takeover_refusal
 from servegate.store.schema import upgrade
@@ -178,7 +178,7 @@ class RunWriter:
                     fingerprint_json=(
                         json.dumps(fingerprints, sort_keys=True) if fingerprints else None
                     ),
-                    heartbeat_at=now_text(),
+                    heartbeat_at=database_now(),
                 )
             )
         return cls(engine, run_id)._beating(heartbeat_s)
@@ -193,7 +193,11 @@ class RunWriter:
         since it was read, or that another resume took, is refused (StoreError)."""
         runs = tables.runs
         with writing(engine, f"resume run {run_id}") as conn:
-            found = conn.execute(select(runs).where(runs.c.id == run_id)).mappings().first()
+            found = (
+                conn.execute(select(runs, database_now().label(NOW_KEY)).where(runs.c.id == run_id))
+                .mappings()
+                .first()
+            )
             row: dict[str, Any] | None = None if found is None else dict(found)
             if row is None:
                 raise StoreError(f"run {run_id} is gone from {where(engine.url)}")
@@ -219,7 +223,7 @@ class RunWriter:
                     pid=os.getpid(),
                     hostname=hostname(),
                     attempt=attempt,
-                    heartbeat_at=now_text(),
+                    heartbeat_at=database_now(),
                 )
             )  # fmt: skip
             if taken.rowcount != 1:
@@ -230,11 +234,14 @@ class RunWriter:
 
     def _beating(self, every_s: float) -> RunWriter:
         self._heartbeat = Heartbeat(self.engine, self.run_id, self.attempt, every_s)
+        self._heartbeat.beat()  # its first floor: later beats never fall behind this one
         return self
 
     def beat(self) -> bool:
         """Store a heartbeat now; False once the run is no longer this attempt's (taken over)."""
-        return beat(self.engine, self.run_id, self.attempt)
+        if self._heartbeat is None:
+            return beat(self.engine, self.run_id, self.attempt) is not None
+        return self._heartbeat.beat()
 
     def stop_heartbeat(self) -> None:
         """No more heartbeats: the run ends, or (tests) plays a process that was killed."""
@@ -343,7 +350,11 @@ def list_runs(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:
         .subquery()
     )
     query = (
-        select(tables.runs, func.coalesce(counts.c.n, 0).label("requests"))
+        select(
+            tables.runs,
+            func.coalesce(counts.c.n, 0).label("requests"),
+            database_now().label(NOW_KEY),
+        )
         .outerjoin(counts, counts.c.run_id == tables.runs.c.id)
         .order_by(tables.runs.c.started_at.desc())
         .limit(limit)

@@ -118,3 +118,38 @@ def test_a_resumed_canary_with_other_steps_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "the saved canary ran with steps 1,10,100" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+NEWLINE_KEY = "sk-proxy-newline-canary-5e1d"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--candidate-key-env", f"{NEWLINE_KEY}\n"), ("--candidate-key-env", f"{NEWLINE_KEY}\r\n"),
+     ("--admin-token-env", f"{NEWLINE_KEY}\n")],
+    ids=["candidate-key-lf", "candidate-key-crlf", "admin-token-lf"],
+)  # fmt: skip
+def test_a_key_with_a_line_break_is_refused_at_start_naming_the_variable(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    """FAULTS 61: a key read from a secret file keeps its trailing newline. Taken as it is, every
+    request routed to the candidate raised in aiohttp (a 500 for the user, never counted against
+    the candidate). The proxy, started as a user starts it, refuses at start: exit 2, one line,
+    the variable's name and never its value."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SERVEGATE_TEST_PROXY_KEY": value}
+    done = subprocess.run(
+        [sys.executable, "-m", "servegate", "proxy", "--primary", P, "--candidate", C,
+         "--mode", "canary", "--db", str(tmp_path / "p.db"), "--listen", "127.0.0.1:0",
+         "--admin-listen", "127.0.0.1:0", option, "SERVEGATE_TEST_PROXY_KEY"],
+        capture_output=True, text=True, env=env, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""  # it never listened
+    [line] = done.stderr.strip().splitlines()
+    assert "SERVEGATE_TEST_PROXY_KEY" in line
+    assert "line break" in line
+    assert NEWLINE_KEY not in done.stderr

@@ -6,11 +6,13 @@
   quiet   the same without the fallback line
   silent  print nothing, open no port, run until stopped
   exit    fail at start-up importing a missing optional module
+  stubborn  serve, but ignore SIGTERM (only SIGKILL stops it)
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +52,8 @@ def main() -> None:
     if mode == "exit":
         import sg_missing_optional_codec  # noqa: F401
 
+    if mode == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if mode == "silent":
         while True:
             time.sleep(1)

@@ -3,6 +3,8 @@ process. Process ids are checked in /proc, so a process left behind fails the te
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import signal
@@ -17,7 +19,7 @@ import pytest
 
 from servegate.config.models import EndpointConfig
 from servegate.managed.launch_evidence import LaunchOutcome
-from servegate.managed.launcher import launch, shown_command
+from servegate.managed.launcher import launch
 from servegate.managed.logscan import load_catalogue
 
 FAKE = str(Path(__file__).with_name("fake_engine.py"))
@@ -81,6 +83,38 @@ async def test_an_engine_that_serves_is_ready_with_load_and_ready_times(tmp_path
     assert wait_gone(worker)
 
 
+async def test_stopping_an_engine_that_ignores_sigterm_never_blocks_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """A stop waits up to `stop_timeout_s` for SIGTERM to work, then SIGKILLs the group; the
+    event loop keeps serving meanwhile (the proxy, the heartbeat and the other side share it)."""
+    cfg = EndpointConfig.model_validate(
+        {"launch": {"command": [sys.executable, FAKE, "stubborn", "{port}"],
+                    "ready_timeout_s": 20, "stop_timeout_s": 2}}
+    )  # fmt: skip
+    managed = await launch("candidate", cfg, tmp_path, ())
+    assert managed.evidence.outcome is LaunchOutcome.READY, managed.evidence.message
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.02)
+
+    ticker = asyncio.create_task(tick())
+    began = time.monotonic()
+    await managed.stop()
+    ended = time.monotonic()
+    took = ended - began
+    ticker.cancel()
+    gaps = [b - a for a, b in itertools.pairwise([began, *ticks, ended])]
+    assert took >= 1.9  # it did wait for SIGTERM before the SIGKILL
+    assert max(gaps) < 0.5, f"the loop stalled {max(gaps):.2f} s"
+    assert managed.pid is not None
+    assert wait_gone(managed.pid)
+    assert wait_gone(_worker_pid(Path(managed.evidence.log_path)))
+
+
 async def test_a_command_that_is_not_found_starts_nothing(tmp_path: Path) -> None:
     managed = await launch("candidate", _cfg("no-such-engine-xyz", "--port", "{port}"),
                            tmp_path, ())  # fmt: skip
@@ -139,11 +173,6 @@ async def test_a_port_already_taken_is_refused_before_starting(
     assert managed.pid is None
 
 
-def test_secret_flags_are_hidden_in_the_shown_command() -> None:
-    shown = shown_command(["vllm", "serve", "m", "--api-key", "s3cret", "--hf-token=abc"])
-    assert shown == "vllm serve m --api-key '***' '--hf-token=***'"
-
-
 def _hold(tmp_path: Path) -> tuple[subprocess.Popen[str], dict[str, int]]:
     engines = {side: {"launch": {"command": [sys.executable, FAKE, "serve", "{port}"]}}
                for side in ("baseline", "candidate")}  # fmt: skip
@@ -173,13 +202,64 @@ def test_ctrl_c_stops_every_launched_engine(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_engines_die_with_servegate_even_when_it_is_killed(tmp_path: Path) -> None:
+def test_the_engines_and_their_workers_die_with_servegate_even_when_it_is_killed(
+    tmp_path: Path,
+) -> None:
+    """FAULTS 65: servegate SIGKILLed (no finally runs) while two engines run, each with a worker
+    child that ignores its parent's death (as a multi-process engine's workers do when their
+    leader is killed before it can stop them): no engine process and no worker survives."""
     holder, pids = _hold(tmp_path)
     with holder:
-        holder.kill()  # SIGKILL: no finally runs; the kernel's death signal stops the engines
+        holder.kill()
         holder.wait(timeout=30)
-    leaders = {name: pid for name, pid in pids.items() if not name.endswith("worker")}
-    assert [name for name, pid in leaders.items() if not wait_gone(pid)] == []
-    for name, pid in pids.items():  # workers outlive a SIGKILLed owner only if the engine
-        if name.endswith("worker") and alive(pid):  # does not stop its own children
+    survivors = [name for name, pid in pids.items() if not wait_gone(pid, 20)]
+    for pid in pids.values():  # never leave one behind for the next test, whatever happened
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
+    assert survivors == []
+
+
+SHELL_PW = "pw-shell-canary-3b91e2"
+SHELL_KEY = "sk-shell-canary-7c04d5"
+ENV_KEY = "env-key-canary-90ab1f"
+
+
+async def test_a_failed_shell_launch_shows_no_secret_in_its_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAULTS 59/60: a `sh -c` command carrying a password and a key, an engine that prints its
+    command line (and the key in its own words) and exits: neither value reaches the shown
+    command, the log excerpt, the pattern hits or the launch finding."""
+    from servegate.environment.fingerprint import launch_record
+    from servegate.gates.startup.launch import judge_launch
+
+    monkeypatch.setenv("SG_TEST_ENGINE_KEY", ENV_KEY)
+    script = (
+        f"echo engine --password {SHELL_PW} --api-key={SHELL_KEY}; "
+        f"echo \"non-default args: {{'api_key': ['{SHELL_KEY}']}}\"; "
+        f'echo "Traceback (most recent call last):"; echo "  File x"; '
+        f'echo "ValueError: bad key {SHELL_KEY} and $SG_TEST_ENGINE_KEY"; exit 3'
+    )
+    cfg = EndpointConfig.model_validate(
+        {"api_key_env": "SG_TEST_ENGINE_KEY",
+         "launch": {"command": ["sh", "-c", f"{script} --password {SHELL_PW}"],
+                    "ready_timeout_s": 20}}
+    )  # fmt: skip
+    managed = await launch("candidate", cfg, tmp_path, load_catalogue())
+    ev = managed.evidence
+    assert ev.outcome is LaunchOutcome.EXITED
+    assert "ValueError: bad key" in ev.log_tail  # the log was read
+    assert any(h.kind == "traceback" for h in ev.hits)
+    _, findings = judge_launch(None, ev)
+    record = launch_record(ev, None, None, "")
+    texts = {
+        "command": ev.command,
+        "log_tail": ev.log_tail,
+        "hits": repr(ev.hits),
+        "reason": ev.reason,
+        "findings": repr(findings),
+        "record": record.model_dump_json(),
+    }
+    for secret in (SHELL_PW, SHELL_KEY, ENV_KEY):
+        assert [name for name, text in texts.items() if secret in text] == [], secret
+    assert "--password" in ev.command

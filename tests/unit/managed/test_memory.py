@@ -32,9 +32,11 @@ def _fake_smi(folder: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
 
 
-def test_the_group_is_its_leader_and_its_rss_is_read(sleeper: int) -> None:
-    assert group_pids(sleeper) == [sleeper]
-    assert 1 < rss_mb(sleeper) < 500
+def test_the_group_is_its_guard_and_the_engine_and_their_rss_is_read(sleeper: int) -> None:
+    members = group_pids(sleeper)
+    assert len(members) == 2  # the guard leads the group; the engine is its child
+    assert sleeper in members
+    assert all(1 < rss_mb(pid) < 500 for pid in members)
 
 
 async def test_without_nvidia_smi_gpu_memory_is_not_measured(
