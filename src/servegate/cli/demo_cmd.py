@@ -82,8 +82,19 @@ def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
 
     Exit 0 when the benign candidate passed and the mixed-dtype candidate failed.
     """
-    from servegate.engine import BENIGN_VARIANT, EngineError, start_engine
+    from servegate.engine import (
+        BENIGN_VARIANT,
+        EngineError,
+        require_llama_cpp,
+        shipped_model_path,
+        start_engine,
+    )
 
+    try:  # before a folder or the database is made: a core install has no engine
+        require_llama_cpp()
+        shipped_model_path()
+    except EngineError as exc:
+        fail(str(exc), exc.exit_code)
     t0 = time.perf_counter()
     candidates = [
         (BENIGN_VARIANT, "benign config change"),

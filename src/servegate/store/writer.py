@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, s
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
+from servegate.config.extras import install_hint
 from servegate.config.redaction import redact_config
 from servegate.endpoints.recording import Result
 from servegate.endpoints.types import Completion, RawResponse
@@ -97,8 +98,10 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot open the database {name}: {why(exc)}") from None
     except ImportError as exc:
+        hint = f": {install_hint('postgres')}" if url.get_backend_name() == "postgresql" else ""
         raise StoreError(
-            f"cannot open the database {name}: its driver is not installed ({exc.name or exc})"
+            f"cannot open the database {name}: its driver is not installed "
+            f"({exc.name or exc}){hint}"
         ) from None
     return engine
 
