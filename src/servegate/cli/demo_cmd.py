@@ -80,7 +80,9 @@ def _summary(results: list[tuple[str, str, Report]]) -> Table:
 def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
     """Start a clean engine and two candidates, gate both, show one pass and one fail.
 
-    Exit 0 when the benign candidate passed and the mixed-dtype candidate failed.
+    Exit 0 when the benign candidate passed and the mixed-dtype candidate failed, 1 when
+    either verdict was another, 2 without the reference engine (servegate[engine]), 3 when an
+    engine did not start.
     """
     from servegate.engine import (
         BENIGN_VARIANT,
