@@ -214,3 +214,28 @@ def test_the_deploy_page_does_not_call_the_proxy_future_work() -> None:
     assert "once it exists here" not in text
     _register()
     assert isinstance(cli.commands["proxy"], click.Command)
+
+
+RESULTS = sorted((ROOT / "benchmarks").glob("RESULTS*.md"))
+DATED = re.compile(r"^## Current state \((\d{4}-\d{2}-\d{2})[^)]*\)", re.M)
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: p.name)
+def test_each_results_file_opens_with_one_dated_current_state_then_its_history(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.*)$", text, re.M)
+    assert sections[0].startswith("Current state ("), sections[:2]
+    assert len(DATED.findall(text)) == 1
+    assert sum(s.startswith("Current state") for s in sections) == 1
+    assert any(s.startswith("History") for s in sections[1:])
+    assert "no performance gate was run" not in text.split("## History")[0]
+
+
+def test_the_judgement_table_shows_the_corrected_logit_scale_shift() -> None:
+    text = (ROOT / "benchmarks/RESULTS-judgement.md").read_text(encoding="utf-8")
+    current = text.split("## History")[0]
+    [row] = [
+        line for line in current.splitlines() if line.startswith("| logit-scale | echo-shifted")
+    ]
+    shift = row.split(" | ")[5]
+    assert shift.startswith("**+0.272**"), shift  # the text's correction, not the −0.33 it read
