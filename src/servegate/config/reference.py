@@ -74,27 +74,28 @@ def _table(model: type[BaseModel], prefix: str = "") -> list[str]:
     return lines
 
 
+def _doc(model: type[BaseModel]) -> str:
+    return " ".join((model.__doc__ or "").split())
+
+
+def _section(title: str, intro: str, table: list[str]) -> list[str]:
+    return [f"## {title}", "", *([intro, ""] if intro else []), *table, ""]
+
+
 def policy_reference() -> str:
     """The whole page, as Markdown."""
-    parts = [HEADER, "## Keys", "", *_table(Policy), "", "## Tolerance (per model)", ""]
-    parts += [
-        (Tolerance.__doc__ or "").strip().splitlines()[0],
-        "",
-        *_table(Tolerance, "tolerance."),
-        "",
-        "## Canary (per interval)",
-        "",
-        " ".join((CanaryPolicy.__doc__ or "").split()),
-        "",
-        *_table(CanaryPolicy, "canary."),
-        "",
-        "## Numerics",
-        "",
-        " ".join((NumericsPolicy.__doc__ or "").split()),
-        "",
-        *_table(NumericsPolicy, "numerics."),
+    parts = [
+        HEADER,
+        *_section("Keys", "", _table(Policy)),
+        *_section(
+            "Tolerance (per model)",
+            (Tolerance.__doc__ or "").strip().splitlines()[0],
+            _table(Tolerance, "tolerance."),
+        ),
+        *_section("Canary (per interval)", _doc(CanaryPolicy), _table(CanaryPolicy, "canary.")),
+        *_section("Numerics", _doc(NumericsPolicy), _table(NumericsPolicy, "numerics.")),
     ]
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts).rstrip("\n") + "\n"
 
 
 CONFIG_HEADER = """# Gate configuration file
@@ -146,30 +147,23 @@ def _config_table(
 def config_reference(flags: Mapping[str, Sequence[str]]) -> str:
     """The gate configuration page, as Markdown; `flags` maps a key path to the command-line
     options that set it."""
-    sides = "`baseline`, `candidate`, `baseline_replica`"
+    sides = _config_table(EndpointConfig, "baseline.", flags)
+    sides += _config_table(EndpointConfig, "candidate.", flags)[2:]
     parts = [
         CONFIG_HEADER,
-        "## Keys",
-        "",
-        *_config_table(GateConfig, "", flags),
-        "",
-        f"## Each side ({sides})",
-        "",
-        " ".join((EndpointConfig.__doc__ or "").split()),
-        "",
-        *_config_table(EndpointConfig, "baseline.", flags),
-        *_config_table(EndpointConfig, "candidate.", flags)[2:],
-        "",
-        "## A side's `launch` block",
-        "",
-        " ".join((LaunchConfig.__doc__ or "").split()),
-        "",
-        *_config_table(LaunchConfig, "baseline.launch.", flags),
-        "",
-        "## Performance",
-        "",
-        " ".join((PerformanceConfig.__doc__ or "").split()),
-        "",
-        *_config_table(PerformanceConfig, "performance.", flags),
+        *_section("Keys", "", _config_table(GateConfig, "", flags)),
+        *_section(
+            "Each side (`baseline`, `candidate`, `baseline_replica`)", _doc(EndpointConfig), sides
+        ),
+        *_section(
+            "A side's `launch` block",
+            _doc(LaunchConfig),
+            _config_table(LaunchConfig, "baseline.launch.", flags),
+        ),
+        *_section(
+            "Performance",
+            _doc(PerformanceConfig),
+            _config_table(PerformanceConfig, "performance.", flags),
+        ),
     ]
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts).rstrip("\n") + "\n"
