@@ -29,7 +29,8 @@ import uvicorn
 
 from servegate.canary.protocol import RequestObservation, Side
 from servegate.engine import BENIGN_VARIANT, FaultOptions, start_engine
-from servegate.proxy import Proxy, ProxySettings, Upstream
+from servegate.proxy import ProxySettings, Upstream
+from servegate.proxy.app import Proxy
 
 OUT = Path(__file__).resolve().parents[1] / "tests/unit/canary/data/measured_intervals.json"
 PROMPTS = [

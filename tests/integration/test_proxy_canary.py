@@ -23,7 +23,8 @@ from servegate.canary.protocol import (
     Side,
 )
 from servegate.engine import RunningEngine
-from servegate.proxy import Proxy, ProxySettings, Upstream
+from servegate.proxy import ProxySettings, Upstream
+from servegate.proxy.app import Proxy
 
 from .proxy_harness import serve_in_thread
 

@@ -32,7 +32,8 @@ from servegate.canary.deadline_rule import DeadlineRule
 from servegate.canary.plan import parse_plan
 from servegate.config.models import CanaryPolicy, Policy
 from servegate.engine import RunningEngine
-from servegate.proxy import Proxy, ProxySettings, Upstream
+from servegate.proxy import ProxySettings, Upstream
+from servegate.proxy.app import Proxy
 
 from .conftest import HANG_THRESHOLD_CHARS
 from .proxy_harness import serve_in_thread

@@ -17,7 +17,8 @@ from servegate.canary.controller import Controller
 from servegate.canary.plan import parse_plan
 from servegate.canary.record import open_canary_session
 from servegate.config.models import Policy
-from servegate.proxy import Proxy, ProxySettings, Upstream
+from servegate.proxy import ProxySettings, Upstream
+from servegate.proxy.app import Proxy
 from servegate.store.canary import list_decisions
 from servegate.store.writer import open_engine
 

@@ -25,7 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from servegate.proxy import Proxy, ProxySettings, Upstream
+from servegate.proxy import ProxySettings, Upstream
+from servegate.proxy.app import Proxy
 
 from .proxy_harness import metric, serve_in_thread, start_proxy
 

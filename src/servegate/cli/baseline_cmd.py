@@ -16,6 +16,7 @@ from servegate.config.loader import ConfigError, load_policy, validate
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.errors import EndpointError
 from servegate.endpoints.urls import display_url, normalise_url
+from servegate.orchestration.inputs import check_inputs
 from servegate.orchestration.runner import PreflightError, run
 from servegate.reports.plain import plain
 from servegate.store.baselines import (
@@ -51,6 +52,20 @@ def _gates(value: str) -> tuple[str, ...]:
             " (performance is compared only between live servers)"
         )
     return names
+
+
+# The recording's settings and the options that set them: --endpoint is both sides (the
+# endpoint is compared with itself), so a bad URL is one problem with one name.
+_RECORD_FLAGS = {
+    "baseline.url": "--endpoint",
+    "candidate.url": "--endpoint",
+    "baseline.api_key_env": "--api-key-env",
+    "candidate.api_key_env": "--api-key-env",
+    "model": "--model",
+    "suite": "--suite",
+    "categories": "--category",
+    "numerics_prompts": "--numerics-prompts",
+}
 
 
 @baseline.command("record")
@@ -109,7 +124,9 @@ def record(
                 "policy": load_policy(policy_path) if policy_path else Policy(),
             },
             "command line",
+            _RECORD_FLAGS,
         )
+        check_inputs(cfg)  # before the database is created or the endpoint asked
         store = open_engine(db)
         if not replace and name in {b.name for b in list_baselines(store)}:
             fail(
@@ -182,7 +199,7 @@ def _summary(b: StoredBaseline) -> dict[str, object]:
 def list_command(db: str, as_json: bool) -> None:
     """The stored baselines, newest first."""
     try:
-        found = list_baselines(open_engine(db))
+        found = list_baselines(open_engine(db, create=False))
     except StoreError as exc:
         fail(str(exc), exc.exit_code)
     if as_json:
@@ -202,7 +219,7 @@ def list_command(db: str, as_json: bool) -> None:
 def show(name: str, db: str, as_json: bool) -> None:
     """One baseline: where it was recorded from, its fingerprint and configuration."""
     try:
-        b = load_baseline(open_engine(db), name)
+        b = load_baseline(open_engine(db, create=False), name)
     except StoreError as exc:
         fail(str(exc), exc.exit_code)
     data = {**_summary(b), "fingerprint": b.fingerprints, "config": b.config}
@@ -222,7 +239,7 @@ def show(name: str, db: str, as_json: bool) -> None:
 def delete(name: str, db: str) -> None:
     """Forget a baseline's name; its recorded run stays in `servegate runs`."""
     try:
-        delete_baseline(open_engine(db), name)
+        delete_baseline(open_engine(db, create=False), name)
     except StoreError as exc:
         fail(str(exc), exc.exit_code)
     click.echo(f"deleted baseline {name!r}")

@@ -80,10 +80,23 @@ def _summary(results: list[tuple[str, str, Report]]) -> Table:
 def demo(out_dir: Path, db: str, full: bool, quiet: bool) -> None:
     """Start a clean engine and two candidates, gate both, show one pass and one fail.
 
-    Exit 0 when the benign candidate passed and the mixed-dtype candidate failed.
+    Exit 0 when the benign candidate passed and the mixed-dtype candidate failed, 1 when
+    either verdict was another, 2 without the reference engine (servegate[engine]), 3 when an
+    engine did not start.
     """
-    from servegate.engine import BENIGN_VARIANT, EngineError, start_engine
+    from servegate.engine import (
+        BENIGN_VARIANT,
+        EngineError,
+        require_llama_cpp,
+        shipped_model_path,
+        start_engine,
+    )
 
+    try:  # before a folder or the database is made: a core install has no engine
+        require_llama_cpp()
+        shipped_model_path()
+    except EngineError as exc:
+        fail(str(exc), exc.exit_code)
     t0 = time.perf_counter()
     candidates = [
         (BENIGN_VARIANT, "benign config change"),

@@ -37,7 +37,7 @@ def diff(run_a: str, run_b: str, db: str, as_json: bool) -> None:
     Exit 0 when nothing changed, 1 when something did, 2 when a run is unknown or has no
     report."""
     try:
-        engine = open_engine(db)
+        engine = open_engine(db, create=False)
         a, b = stored_report(engine, run_a), stored_report(engine, run_b)
     except StoreError as exc:
         fail(str(exc), exc.exit_code)

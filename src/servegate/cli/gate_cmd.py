@@ -30,6 +30,7 @@ from servegate.config.loader import (
 from servegate.config.models import GateConfig, Policy
 from servegate.config.slo import SLOError, parse_slo
 from servegate.endpoints.errors import EndpointError
+from servegate.orchestration.inputs import check_inputs
 from servegate.orchestration.runner import GATE_ORDER, PreflightError, run
 from servegate.reports.terminal import print_report
 from servegate.store.baselines import load_baseline
@@ -109,6 +110,35 @@ def _only_given(settings: dict[str, Any], given: set[str]) -> dict[str, Any]:
             value = {k: v for k, v in value.items() if v is not None}
         out[key] = value
     return out
+
+
+def config_flags(given: set[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """Config key path -> the options that set it (of those in `given`, when it is given): the
+    reference page lists them, and a bad value is named as the user typed it (`--deadline-s`,
+    not request_deadline_s)."""
+    params = {p.name: p.opts[0] for p in gate.params if p.name is not None}
+    out: dict[str, tuple[str, ...]] = {}
+
+    def add(key: str, name: str) -> None:
+        if given is None or name in given:
+            out[key] = (*out.get(key, ()), params[name])
+
+    for key, names in _OPTION_KEYS.items():
+        for name in names:
+            if key == "performance":
+                sub = next(s for s, n in _PERFORMANCE_KEYS.items() if n == name)
+                add(f"{key}.{sub}", name)
+            elif key in ("baseline", "candidate", "baseline_replica"):
+                add(f"{key}.{'url' if name.endswith('_url') else 'api_key_env'}", name)
+            else:
+                add(key, name)
+    if "baseline_run" not in _OPTION_KEYS:  # given to the run directly, not laid over a file
+        add("baseline_run", "baseline_run")
+    return out
+
+
+def _option_flags(given: set[str]) -> dict[str, str]:
+    return {key: flags[0] for key, flags in config_flags(given).items()}
 
 
 def _given(param: str) -> bool:
@@ -236,7 +266,7 @@ def _config(
     for side, option in (("baseline", "--baseline"), ("candidate", "--candidate")):
         if not settings.get(side):
             raise ConfigError(f"{option} URL is required (or a {side} in --config FILE)")
-    return validate(GateConfig, settings, source)
+    return validate(GateConfig, settings, source, _option_flags(given))
 
 
 @dataclass(frozen=True)
@@ -258,7 +288,7 @@ def _prepare(
     # option writes nothing), unless the configuration comes from it (--baseline-run,
     # --resume).
     needs_store = opts.baseline_run is not None or opts.resume_ref is not None
-    store = open_engine(opts.db) if needs_store and not opts.no_store else None
+    store = open_engine(opts.db, create=False) if needs_store and not opts.no_store else None
     stored = None
     baseline_url = opts.baseline_url
     if opts.baseline_run is not None and store is not None:
@@ -268,6 +298,8 @@ def _prepare(
     cfg = _config(opts, settings, given, baseline_url)
     if stored is not None and cfg is not None:
         check_baseline_config(stored, cfg)
+    if cfg is not None:
+        check_inputs(cfg)  # before the database is created or a server asked
     if store is None and not opts.no_store:
         store = open_engine(opts.db)
     point, run_name = None, opts.run_name

@@ -59,9 +59,9 @@ class GateOptions:
             "config_path",
             type=_FILE,
             default=None,
-            help="A YAML file with the run's settings (keys as in the docs: baseline and candidate "
-            "with url or a launch block, matrix, gates, policy, ...); options given on the command "
-            "line override it.",
+            help="A YAML file with the run's settings (keys: docs/config.md, `servegate policy "
+            "--config-keys`; baseline and candidate with url or a launch block, matrix, gates, "
+            "policy, ...); options given on the command line override it.",
         )
     )
     baseline_url: str | None = field(

@@ -16,6 +16,7 @@ from servegate.endpoints.urls import display_url, normalise_url
 from servegate.gates.capabilities import Capability, discover
 from servegate.orchestration.runner import PreflightError, preflight
 from servegate.reports.plain import plain
+from servegate.verdict.rules import EXIT_USAGE
 
 
 async def _probe(
@@ -54,6 +55,8 @@ def probe(
     /score and /rerank, /version and /metrics. `unknown` means the probe itself could not run
     (timeout, 5xx).
     """
+    if not deadline_s > 0:  # checked before the server is asked: a zero deadline is no probe
+        fail(f"--deadline-s: {deadline_s:g} must be > 0 (seconds per probe request)", EXIT_USAGE)
     try:
         models, chosen, caps = asyncio.run(_probe(url, model, api_key_env, deadline_s))
     except (PreflightError, EndpointError) as exc:

@@ -278,9 +278,17 @@ def proxy_command(
     admin_token_env: str | None,
     seed: int | None,
 ) -> None:
+    from servegate.config.extras import MissingExtraError, require
+
+    try:  # before any other import: the proxy's modules import the extra's packages
+        require("proxy", "servegate proxy")
+    except MissingExtraError as exc:
+        fail(str(exc), exc.exit_code)
+
     from servegate.canary.deadline_rule import DeadlineRule
-    from servegate.proxy import Proxy, ProxySettings, ProxySettingsError, Upstream
+    from servegate.proxy import ProxySettings, ProxySettingsError, Upstream
     from servegate.proxy.admin import AdminAccess
+    from servegate.proxy.app import Proxy
     from servegate.store.errors import StoreError
     from servegate.store.proxy_records import ProxyRecorder
     from servegate.store.writer import DEFAULT_DB, open_engine
@@ -447,7 +455,7 @@ def _serve(proxy: object, sockets: list[socket.socket]) -> None:
 
     import uvicorn
 
-    from servegate.proxy import Proxy
+    from servegate.proxy.app import Proxy
     from servegate.proxy.judging import SWITCH_INTERVAL_S
 
     assert isinstance(proxy, Proxy)

@@ -38,7 +38,7 @@ def report(
         {"html": html_path, "markdown": markdown_path, "junit": junit_path, "json": json_path}
     )
     try:
-        engine = open_engine(db)
+        engine = open_engine(db, create=False)
         found = stored_report(engine, run_ref)
         latencies = request_latencies(engine, found.run_id) if "html" in outputs else None
     except StoreError as exc:

@@ -28,7 +28,7 @@ def runs(db: str, limit: int, as_json: bool) -> None:
     marked running, but its process on this host is gone, or — from any host — its heartbeat is
     older than the 120 s lease: killed; `gate --resume RUN` continues it)."""
     try:
-        engine = open_engine(db)
+        engine = open_engine(db, create=False)
         rows = [{**r, "state": shown_state(r)} for r in list_runs(engine, limit)]
     except StoreError as exc:
         fail(str(exc), exc.exit_code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,12 +21,28 @@ class ConfigError(Exception):
     exit_code = 2
 
 
-def describe_validation_error(source: str, exc: ValidationError) -> str:
-    """One readable line per problem: `source: path.to.key: message`."""
-    parts = []
+def describe_validation_error(
+    source: str, exc: ValidationError, flags: Mapping[str, str] | None = None
+) -> str:
+    """One readable line per problem: `source: path.to.key: message`, or `--flag: message` for
+    a key set by the command-line option `flags` maps it to (the longest matching key prefix);
+    a problem two keys share through one option (`baseline record --endpoint` sets both sides)
+    is said once."""
+    parts: list[str] = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"{source}: {loc}: {err['msg']}")
+        path = [str(p) for p in err["loc"]]
+        flag = next(
+            (
+                flags[key]
+                for n in range(len(path), 0, -1)
+                if flags and (key := ".".join(path[:n])) in flags
+            ),
+            None,
+        )
+        where = flag if flag is not None else f"{source}: {'.'.join(path) or '(top level)'}"
+        line = f"{where}: {err['msg']}"
+        if line not in parts:
+            parts.append(line)
     return "; ".join(parts)
 
 
@@ -50,12 +67,13 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}:{where}: invalid YAML: {problem}") from None
 
 
-def validate(model: type[M], data: Any, source: str) -> M:
-    """Build a frozen model from plain data, or raise ConfigError naming each bad key."""
+def validate(model: type[M], data: Any, source: str, flags: Mapping[str, str] | None = None) -> M:
+    """Build a frozen model from plain data, or raise ConfigError naming each bad key (or the
+    command-line option that set it: `flags`, key path -> option)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(source, exc)) from None
+        raise ConfigError(describe_validation_error(source, exc, flags)) from None
 
 
 def load_policy(path: Path) -> Policy:

@@ -46,11 +46,28 @@ class LaunchConfig(_Frozen):
     """How servegate starts a managed engine: `{port}` in the command, environment or URL is
     replaced by a free loopback port picked at launch."""
 
-    command: tuple[str, ...] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)  # added to servegate's own environment
-    cwd: Path | None = None
-    ready_timeout_s: PositiveSeconds = 300.0  # process start -> first successful completion
-    stop_timeout_s: PositiveSeconds = 10.0  # SIGTERM -> SIGKILL of its process group
+    command: tuple[str, ...] = Field(
+        min_length=1,
+        description="The engine's command line: a list, or a string split as a shell would "
+        "(no shell runs it); `{port}` is the port servegate picked.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables added to servegate's own environment for the engine "
+        "(e.g. CUDA_VISIBLE_DEVICES).",
+    )
+    cwd: Path | None = Field(
+        default=None,
+        description="The engine's working folder; relative to the config file's folder.",
+    )
+    ready_timeout_s: PositiveSeconds = Field(
+        default=300.0,
+        description="Process start to its first successful completion; a large model's first "
+        "start (download, load, compile) needs far more.",
+    )
+    stop_timeout_s: PositiveSeconds = Field(
+        default=10.0, description="SIGTERM to SIGKILL of the engine's process group."
+    )
 
     @field_validator("command", mode="before")
     @classmethod
@@ -62,13 +79,25 @@ class LaunchConfig(_Frozen):
 
 class EndpointConfig(_Frozen):
     """One side of the comparison. The API key is named by variable, never stored. With a
-    `launch` block servegate starts the engine itself (the URL defaults to MANAGED_URL)."""
+    `launch` block servegate starts the engine itself (the URL defaults to
+    http://127.0.0.1:{port}/v1, MANAGED_URL)."""
 
-    url: str | None = None
-    api_key_env: str | None = None
-    launch: LaunchConfig | None = None
-    # Declared execution-path fields (engine version, hardware, TP, quantization, ...).
-    matrix: dict[str, str] = Field(default_factory=dict)
+    url: str | None = Field(
+        default=None,
+        description="The OpenAI-compatible base URL, e.g. http://10.0.0.1:8000/v1 (with a "
+        "launch block: http://127.0.0.1:{port}/v1 unless given).",
+    )
+    api_key_env: str | None = Field(
+        default=None, description="The environment variable holding this side's API key."
+    )
+    launch: LaunchConfig | None = Field(
+        default=None, description="servegate starts (and stops) the engine itself: `launch.*`."
+    )
+    matrix: dict[str, str] = Field(
+        default_factory=dict,
+        description="Declared execution-path fields (engine_version, hardware, tp, "
+        "quantization, …), recorded with the run.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -94,36 +123,67 @@ class EndpointConfig(_Frozen):
 class PerformanceConfig(_Frozen):
     """The performance gate's load: interleaved closed-loop blocks of synthetic requests."""
 
-    concurrency: int = Field(default=4, ge=1)
+    concurrency: int = Field(
+        default=4, ge=1, description="Requests in flight per side (closed loop)."
+    )
     # Per side, interleaved A B, B A, A B, ... Latencies are judged per block: 6 blocks a side
     # let a rank test over blocks reach p 0.001, so one block disturbed by another process on
     # either side neither fails a clean candidate nor hides a regression in the other five
     # (4 blocks: p >= 0.014, and one disturbed baseline block hid a 1.5x regression).
-    blocks: int = Field(default=6, ge=1)
-    requests_per_block: int = Field(default=8, ge=1)
-    # Sent by each side before its first block, not measured; None: one per stream.
-    warmup: int | None = Field(default=None, ge=0)
-    input_tokens: int = Field(default=48, ge=1)
-    output_tokens: int = Field(default=24, ge=1)
-    # Prompts of the first block each side also answers alone, one at a time (temperature 0).
-    isolated_prompts: int = Field(default=8, ge=0)
-    seed: int = 0
-    # Each side's Prometheus /metrics is scraped this often during its blocks (evidence, not
-    # judged); None: not scraped.
-    server_metrics_interval_s: float | None = Field(default=1.0, gt=0)
+    blocks: int = Field(
+        default=6,
+        ge=1,
+        description="Load blocks per side, interleaved A B, B A, …; latencies are judged per "
+        "block.",
+    )
+    requests_per_block: int = Field(default=8, ge=1, description="Measured requests per block.")
+    warmup: int | None = Field(
+        default=None,
+        ge=0,
+        description="Requests each side is sent before its first block, not measured "
+        "(null: one per stream).",
+    )
+    input_tokens: int = Field(
+        default=48, ge=1, description="Prompt length of each synthetic request, in tokens."
+    )
+    output_tokens: int = Field(
+        default=24, ge=1, description="max_tokens of each synthetic (greedy) request."
+    )
+    isolated_prompts: int = Field(
+        default=8,
+        ge=0,
+        description="Prompts of the first block each side also answers alone, one at a time, "
+        "for the answers-under-load comparison.",
+    )
+    seed: int = Field(default=0, description="Seed of the synthetic prompts.")
+    server_metrics_interval_s: float | None = Field(
+        default=1.0,
+        gt=0,
+        description="How often each side's Prometheus /metrics is scraped during its blocks "
+        "(evidence, not judged; null: not scraped).",
+    )
     # Capacity under an SLO (opt-in: without an SLO no sweep runs, so default runs take no
     # longer): after the blocks, one closed-loop step per concurrency on each side, sides
     # interleaved per step; a side stops climbing after its first step that missed the SLO.
     # In YAML and on the command line the SLO is the `ttft_ms=…,tpot_ms=…,e2el_ms=…` string.
-    slo: SLO | None = None
+    slo: SLO | None = Field(
+        default=None,
+        description="An SLO, `ttft_ms=…,tpot_ms=…,e2el_ms=…`: after the blocks, each side's "
+        "max concurrency under it (a sweep; none without an SLO).",
+    )
     capacity_concurrency: tuple[Annotated[int, Field(ge=1, le=1024)], ...] = Field(
-        default=(1, 2, 4, 8), min_length=1, max_length=16
+        default=(1, 2, 4, 8),
+        min_length=1,
+        max_length=16,
+        description="The ascending concurrencies of the SLO sweep.",
     )
     # Measured requests per step and side. A step is all the evidence the capacity check has at
     # its concurrency: with 16, a candidate missing the SLO on 5 of 16 where the baseline missed
     # none is significant (one-sided Fisher p 0.022; 4 of 16: p 0.051), and a sweep of 1, 2, 4,
     # 8 stays at 64 requests a side. Fewer than 4 can never be significant (not measured).
-    capacity_requests: int = Field(default=16, ge=1, le=1024)
+    capacity_requests: int = Field(
+        default=16, ge=1, le=1024, description="Measured requests per sweep step and side."
+    )
 
     @field_validator("slo", mode="before")
     @classmethod
@@ -149,45 +209,109 @@ class PerformanceConfig(_Frozen):
 class GateConfig(_Frozen):
     """Everything one `servegate gate` run needs."""
 
-    baseline: EndpointConfig
-    candidate: EndpointConfig
-    baseline_replica: EndpointConfig | None = None
-    # The name of a stored baseline (`servegate baseline record`) answering for the baseline,
-    # whose server may be gone; `baseline.url` is then the URL it was recorded from.
-    baseline_run: str | None = None
-    model: str | None = None
-    gates: tuple[str, ...] = (
-        "startup", "numerics", "embeddings", "golden", "context", "performance"
-    )  # fmt: skip
-    suite: Path | None = None
-    categories: tuple[str, ...] | None = None
-    request_deadline_s: PositiveSeconds = 60.0
-    probe_deadline_s: PositiveSeconds = 15.0
-    run_deadline_s: PositiveSeconds = 1800.0
-    impossible_prompt_words: int = Field(default=12_000, ge=16)
-    numerics_prompts: int = Field(default=12, ge=1)
-    # The time prompt scoring (perplexity on the reference texts) may take per side: a server
-    # that scores slowly (stock llama-cpp-python sorts its vocabulary in Python for every echoed
-    # token: ~0.15 s/token on 2 cores, 7 minutes for the ~2,950-token texts) scores the texts
-    # one by one until the next would not fit, and the report says how many tokens that was.
-    perplexity_budget_s: PositiveSeconds = 600.0
-    # A side that timed out on this many requests in a row gets no more requests in that gate:
-    # the rest are "not sent", so a candidate that hangs on everything still meets the deadline.
-    hung_after_timeouts: int = Field(default=2, ge=1)
-    # Any unmeasured check makes its gate inconclusive, not only a gate's core measurement.
-    strict: bool = False
-    # Run every configured gate even after a correctness gate failed with a critical finding
-    # (by default the run fails fast there: the rollback is decided, and the gates not run are
-    # listed as skipped with the reason).
-    complete: bool = False
-    # Baseline and candidate are different servers: where a correctness gate sends the same
-    # request to both, they are served at the same time (the candidate's deadline still scaled
-    # to the baseline's answer). False: one after the other (e.g. one server reached under two
-    # names, whose requests would interleave). The performance gate always interleaves blocks.
-    sides_at_once: bool = True
-    performance: PerformanceConfig = PerformanceConfig()
-    policy: Policy = Policy()
-    # A managed engine's log goes to a folder per run under this one.
-    run_dir: Path = Path(".servegate") / "runs"
-    # A user catalogue of start-up log patterns, added to the shipped one.
-    log_patterns: Path | None = None
+    baseline: EndpointConfig = Field(
+        description="The side that is trusted: `url`, or a `launch` block (`baseline.*`)."
+    )
+    candidate: EndpointConfig = Field(
+        description="The change under test, the same keys as baseline (`candidate.*`)."
+    )
+    baseline_replica: EndpointConfig | None = Field(
+        default=None,
+        description="A second baseline server: its disagreement with the baseline joins the "
+        "A/A noise floor, and the performance limits widen by it.",
+    )
+    baseline_run: str | None = Field(
+        default=None,
+        description="A stored baseline (`servegate baseline record`) answering for the "
+        "baseline, whose server may be gone; `baseline.url` is then the URL it was recorded "
+        "from.",
+    )
+    model: str | None = Field(
+        default=None, description="The model name sent (default: the first model both list)."
+    )
+    gates: tuple[str, ...] = Field(
+        default=("startup", "numerics", "embeddings", "golden", "context", "performance"),
+        description="The gates to run, in this order.",
+    )
+    suite: Path | None = Field(
+        default=None,
+        description="A golden-suite YAML file instead of the shipped default; relative to the "
+        "config file's folder.",
+    )
+    categories: tuple[str, ...] | None = Field(
+        default=None,
+        description="Only the golden probes of these categories (each must be in the suite).",
+    )
+    request_deadline_s: PositiveSeconds = Field(
+        default=60.0,
+        description="Total deadline of each gate request; a request that passes it is a "
+        "timeout (a hang), never a content verdict.",
+    )
+    probe_deadline_s: PositiveSeconds = Field(
+        default=15.0,
+        description="Deadline of the start-up probes (readiness, the impossible request).",
+    )
+    run_deadline_s: PositiveSeconds = Field(
+        default=1800.0,
+        description="Deadline of the whole run: finished gates keep their results, the running "
+        "one is inconclusive.",
+    )
+    impossible_prompt_words: int = Field(
+        default=12_000,
+        ge=16,
+        description="Words in the over-long prompt that must be rejected fast (when the "
+        "context is not discovered; set it above the server's context).",
+    )
+    numerics_prompts: int = Field(
+        default=12,
+        ge=1,
+        description="How many of the shipped numerics prompts are sent (fewer is faster, less "
+        "thorough).",
+    )
+    # A server that scores slowly (stock llama-cpp-python sorts its vocabulary in Python for
+    # every echoed token: ~0.15 s/token on 2 cores, 7 minutes for the ~2,950-token texts).
+    perplexity_budget_s: PositiveSeconds = Field(
+        default=600.0,
+        description="The time prompt scoring (perplexity on the reference texts) may take per "
+        "side: the texts are scored one by one until the next would not fit, and the report "
+        "says how many tokens were scored.",
+    )
+    hung_after_timeouts: int = Field(
+        default=2,
+        ge=1,
+        description="Timeouts in a row after which a side gets no more requests in a gate (the "
+        "rest are 'not sent'): a candidate that hangs on everything still meets the deadline.",
+    )
+    strict: bool = Field(
+        default=False,
+        description="Any unmeasured check makes its gate inconclusive, not only a gate's core "
+        "measurement.",
+    )
+    complete: bool = Field(
+        default=False,
+        description="Run every configured gate even after a correctness gate failed with a "
+        "critical finding (by default the run fails fast there: the rollback is decided, and "
+        "the gates not run are listed as skipped with the reason).",
+    )
+    sides_at_once: bool = Field(
+        default=True,
+        description="Where a correctness gate sends both sides the same request, they are "
+        "served at the same time. false: one after the other (one server reached under two "
+        "names). The performance gate always interleaves its blocks.",
+    )
+    performance: PerformanceConfig = Field(
+        default=PerformanceConfig(), description="The performance gate's load (`performance.*`)."
+    )
+    policy: Policy = Field(
+        default=Policy(),
+        description="Verdict policy keys (docs/policy.md); `--policy FILE` replaces them.",
+    )
+    run_dir: Path = Field(
+        default=Path(".servegate") / "runs",
+        description="Where the logs of engines servegate launches go, a folder per run.",
+    )
+    log_patterns: Path | None = Field(
+        default=None,
+        description="A YAML catalogue of start-up log patterns added to the shipped one; "
+        "relative to the config file's folder.",
+    )

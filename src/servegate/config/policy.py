@@ -71,8 +71,8 @@ class Tolerance(_Frozen):
         1e-3,
         "1 − cosine",
         "How far an input's embedding may turn between baseline and candidate (1 − their "
-        "cosine), beyond noise_k × the baseline's distance to itself (A/A, replica). DESIGN.md: "
-        "cosine ≥ 1 − 1e-3. Measured on the reference engine (SmolLM2-135M, llama.cpp, mean "
+        "cosine), beyond noise_k × the baseline's distance to itself (A/A, replica). The default "
+        "keeps cosine ≥ 1 − 1e-3. Measured on the reference engine (SmolLM2-135M, llama.cpp, mean "
         "pooling): the same request twice gives bit-identical vectors (floor 0); the "
         "embed-perturb fault at its default moves every input by 5.0e-3.",
         ge=0.0,
@@ -142,8 +142,8 @@ class CanaryPolicy(_Frozen):
         2.0,
         "× the primary's rate",
         "The candidate's JSON and tool-call parse failure rates fail once this many times the "
-        "primary's or more (doubled, the seed's rule; any significant failure rate when the "
-        "primary has none). Critical metrics.",
+        "primary's or more (a doubled rate; any significant failure rate when the primary has "
+        "none). Critical metrics.",
         gt=1.0,
     )
     content_ratio_increase_max: Fraction = _key(
@@ -228,7 +228,7 @@ class NumericsPolicy(_Frozen):
 
 
 class Policy(_Frozen):
-    """Verdict thresholds (DESIGN.md defaults); a YAML policy file overrides them.
+    """Verdict thresholds (servegate's defaults); a YAML policy file overrides them.
 
     Every key has a unit and a reason: docs/policy.md is generated from this class
     (`servegate policy`), and a test keeps the two equal.
@@ -238,7 +238,7 @@ class Policy(_Frozen):
         1.0,
         "fraction of usable canaries",
         "Deterministic canaries the baseline passes (and answers the same along its own paths) "
-        "that the candidate must pass too. DESIGN.md: 100 %.",
+        "that the candidate must pass too: all of them by default.",
     )
     severe_degeneration_max: int = _key(
         0,
@@ -340,7 +340,7 @@ class Policy(_Frozen):
         0.20,
         "fraction of the baseline's P95",
         "How much higher the candidate's P95 TTFT, TPOT or E2EL may be than the baseline's "
-        "before it can fail, and only when also significant (significance_alpha). DESIGN.md: "
+        "before it can fail, and only when also significant (significance_alpha). Default "
         "+20 %. The canary applies it to each interval's P95 TTFT and E2EL.",
         ge=0.0,
     )
@@ -348,8 +348,8 @@ class Policy(_Frozen):
         0.10,
         "fraction of the baseline's throughput",
         "How much lower the candidate's output tokens/s (median over its load blocks) may be "
-        "than the baseline's before it can fail, and only when also significant. DESIGN.md: "
-        "-10 %.",
+        "than the baseline's before it can fail, and only when also significant. Default "
+        "−10 %.",
         ge=0.0,
         lt=1.0,
     )
@@ -357,9 +357,8 @@ class Policy(_Frozen):
         0.01,
         "fraction of requests (0.01 = 1 point)",
         "How much the candidate's error rate under load may exceed the baseline's before it can "
-        "fail, and only when also significant (one-sided Fisher exact test). DESIGN.md: "
-        "+1 point. The canary applies it to each interval's error and timeout rates "
-        "(Mann-Whitney U there).",
+        "fail, and only when also significant (one-sided Fisher exact test). Default +1 point. "
+        "The canary applies it to each interval's error and timeout rates, with the same test.",
     )
     performance_aa_k: float = _key(
         1.0,

@@ -5,6 +5,7 @@ Imports nothing else from servegate, so it stays an independent oracle for the g
 
 from servegate.engine.errors import (
     EngineError,
+    EngineMissingError,
     EngineStartError,
     ModelMissingError,
     UnknownNameError,
@@ -15,6 +16,7 @@ from servegate.engine.launch import (
     RESET_PROMPT,
     RunningEngine,
     answers_completion,
+    require_llama_cpp,
     start_engine,
 )
 from servegate.engine.model import shipped_model_path
@@ -27,6 +29,7 @@ __all__ = [
     "RESET_PROMPT",
     "VARIANTS",
     "EngineError",
+    "EngineMissingError",
     "EngineStartError",
     "FaultOptions",
     "ModelMissingError",
@@ -34,6 +37,7 @@ __all__ = [
     "UnknownNameError",
     "Variant",
     "answers_completion",
+    "require_llama_cpp",
     "shipped_model_path",
     "start_engine",
 ]

@@ -12,6 +12,7 @@ prompt evaluation: outputs then matched on every repeat and across fresh servers
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -23,8 +24,9 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from servegate.engine.errors import EngineStartError, UnknownNameError
+from servegate.engine.errors import EngineMissingError, EngineStartError, UnknownNameError
 from servegate.engine.faults import FAULTS, FaultOptions, options_argv
+from servegate.engine.model import INSTALL_HINT as MODEL_INSTALL_HINT
 from servegate.engine.model import shipped_model_path
 from servegate.engine.process import free_port, log_tail, spawn, stop_group
 from servegate.engine.variants import VARIANTS, variant_gguf
@@ -64,6 +66,25 @@ def llama_command(
         "--n_ctx", str(CONTEXT_TOKENS),
         *extra_args,
     ]  # fmt: skip
+
+
+# The reference engine runs on llama-cpp-python, servegate's `engine` extra: a compiled package
+# (a C++ toolchain and CMake build llama.cpp on install). The core install talks to servers that
+# are already running and does without it.
+ENGINE_INSTALL_HINT = (
+    "pip install 'servegate[engine]' (builds llama.cpp: needs a C++ compiler and CMake; in a "
+    "checkout, bash scripts/setup.sh builds it with the flags these CPUs need)"
+)
+
+
+def require_llama_cpp() -> None:
+    """EngineMissingError with the install command unless llama-cpp-python is importable here
+    (the engine process is this interpreter: a missing module would only show as its crash)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise EngineMissingError(
+            f"the reference engine needs llama-cpp-python, which is not installed: "
+            f"{ENGINE_INSTALL_HINT}; and its model: {MODEL_INSTALL_HINT}"
+        )
 
 
 # The stock server: the current llama-cpp-python release as a user installs it (built with the
@@ -179,6 +200,8 @@ def start_engine(
         raise UnknownNameError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     if fault is not None and fault not in FAULTS:
         raise UnknownNameError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+    if not stock:
+        require_llama_cpp()
     chosen = VARIANTS[variant]
     gguf = variant_gguf(chosen, shipped_model_path(), cache_dir)
     if log_path is None:

@@ -39,6 +39,7 @@ from servegate.orchestration.gate_sequence import (
     after_deadline,
     run_gates,
 )
+from servegate.orchestration.inputs import check_inputs
 from servegate.probes.loader import suite_identity
 from servegate.store.baselines import (
     StoredBaseline,
@@ -253,14 +254,17 @@ async def run(
 ) -> Report:
     """One complete gate run. Sides with a `launch` block are started first (their logs go to a
     folder under `cfg.run_dir`) and stopped when the run ends, however it ends. Raises
-    PreflightError before anything is judged. Once the run's row exists, each gate is committed
-    as it finishes, and a run that raises is marked crashed. With `resume` (a killed run's
-    ResumePoint, `store` holding it), the run continues as its next attempt: refused when an
-    endpoint's fingerprint changed, the gates it judged are kept, the others are run.
+    ConfigError (a bad input file or category: check_inputs) before anything is launched or
+    asked, and PreflightError before anything is judged. Once the run's row exists, each gate
+    is committed as it finishes, and a run that raises is marked crashed. With `resume` (a
+    killed run's ResumePoint, `store` holding it), the run continues as its next attempt:
+    refused when an endpoint's fingerprint changed, the gates it judged are kept, the others
+    are run.
     `recording` (`servegate baseline record`) lets both sides be one server. With
     `cfg.baseline_run`, the stored baseline of that name in `store` answers for the baseline
     (nothing is launched for it), and the performance gate is not applicable (skipped with its
     reason)."""
+    check_inputs(cfg)
     if resume is not None and store is None:
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
     stored = _stored_baseline(cfg, store)

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, insert, s
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
+from servegate.config.extras import install_hint
 from servegate.config.redaction import redact_config
 from servegate.endpoints.recording import Result
 from servegate.endpoints.types import Completion, RawResponse
@@ -62,14 +63,19 @@ def _wal(engine: Engine) -> None:
         return
 
 
-def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Engine:
+def open_engine(
+    url_or_path: str | Path, *, busy_timeout_s: float = 10.0, create: bool = True
+) -> Engine:
     """A SQLAlchemy engine for a URL (postgresql+psycopg://…) or a SQLite file path, its schema
     migrated to this version's head (store/schema.py: an empty database gets every table, an
     older one is upgraded, one from a newer servegate is refused). SQLite waits up to
-    `busy_timeout_s` for another writer's lock before giving up."""
+    `busy_timeout_s` for another writer's lock before giving up. Without `create` (a command
+    that only reads), a SQLite file that does not exist is a StoreError and nothing is made."""
     text = str(url_or_path)
     if "://" not in text:
         path = Path(text)
+        if not create:
+            _must_exist(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -79,6 +85,12 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
         url = make_url(text)
     except ArgumentError:
         raise StoreError("cannot open the database: not a SQLAlchemy URL or a file path") from None
+    if (
+        not create
+        and url.get_backend_name() == "sqlite"
+        and url.database not in (None, "", ":memory:")
+    ):
+        _must_exist(Path(str(url.database)))
     args: dict[str, Any] = {}
     if url.drivername == "postgresql":  # the driver servegate[postgres] installs: psycopg 3
         url = url.set(drivername="postgresql+psycopg")
@@ -97,10 +109,19 @@ def open_engine(url_or_path: str | Path, *, busy_timeout_s: float = 10.0) -> Eng
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot open the database {name}: {why(exc)}") from None
     except ImportError as exc:
+        hint = f": {install_hint('postgres')}" if url.get_backend_name() == "postgresql" else ""
         raise StoreError(
-            f"cannot open the database {name}: its driver is not installed ({exc.name or exc})"
+            f"cannot open the database {name}: its driver is not installed "
+            f"({exc.name or exc}){hint}"
         ) from None
     return engine
+
+
+def _must_exist(path: Path) -> None:
+    if not path.is_file():
+        raise StoreError(
+            f"no run database at {path} (nothing was created): --db names an existing one"
+        )
 
 
 def clean_text(text: str | None) -> str | None:

@@ -1,10 +1,11 @@
 """The one decision rule: every metric is classified once, every gate is one aggregation of those.
 
 Kayenta's judge is the model. A gate turns its evidence into `Check`s — each a metric with its
-value, its limit (a policy key with a unit) and one of three outcomes: pass, fail, or *not
-measured* (with the reason). `judge` aggregates checks into PASS / FAIL / INCONCLUSIVE the same
-way for every gate, and the Correctness Report table reuses the same checks. Nothing that was
-not measured can become a pass: a gate whose core measurement is missing is inconclusive, and
+value, its limit (a policy key with a unit) and one of four outcomes: pass, fail, *not
+measured* or *not applicable* (each of the last two with the reason). `judge` aggregates checks
+into PASS / FAIL / INCONCLUSIVE the same way for every gate, and the Correctness Report table
+reuses the same checks. Nothing that was not measured can become a pass: a gate whose core
+measurement is missing is inconclusive, and
 `strict` makes any gap inconclusive.
 """
 

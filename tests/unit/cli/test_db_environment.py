@@ -46,5 +46,7 @@ def test_runs_lists_the_database_named_by_the_environment(
     listed = CliRunner().invoke(cli, ["runs", "--json"])
     assert listed.exit_code == 0, listed.output
     assert [r["id"] for r in json.loads(listed.output)] == [run_id]
+    open_engine(tmp_path / "other.db").dispose()  # an empty database: a read creates none
     given = CliRunner().invoke(cli, ["runs", "--json", "--db", str(tmp_path / "other.db")])
-    assert json.loads(given.output or "[]") == []
+    assert given.exit_code == 0, given.output
+    assert json.loads(given.output) == []

@@ -64,6 +64,7 @@ def test_a_crashed_run_is_one_line_naming_it(tmp_path: Path) -> None:
 
 
 def test_an_unknown_run_is_exit_2(tmp_path: Path) -> None:
+    open_engine(tmp_path / "runs.db").dispose()  # a database without that run
     result = CliRunner().invoke(report, ["feedbeef", "--db", str(tmp_path / "runs.db")])
     assert result.exit_code == 2
     assert result.output.startswith("servegate: error: no run feedbeef in ")

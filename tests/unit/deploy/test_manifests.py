@@ -253,9 +253,18 @@ def _instructions(text: str) -> list[tuple[str, str]]:
 
 def test_the_dockerfile_copies_files_that_exist_and_runs_servegate() -> None:
     steps = _instructions((DEPLOY / "Dockerfile").read_text(encoding="utf-8"))
-    known = {"FROM", "WORKDIR", "COPY", "RUN", "ENV", "USER", "EXPOSE", "ENTRYPOINT", "CMD"}
+    known = {"ARG", "FROM", "WORKDIR", "COPY", "RUN", "ENV", "USER", "EXPOSE", "ENTRYPOINT", "CMD"}
     assert {word for word, _ in steps} <= known
-    assert steps[0][0] == "FROM"
+    # The base is an ARG before the first FROM (scripts/image.sh --base), the official image by
+    # default, and both stages use it (the venv is copied between them).
+    assert steps[0] == ("ARG", "PYTHON_IMAGE=python:3.11-slim")
+    assert [rest for word, rest in steps if word == "FROM"] == [
+        "${PYTHON_IMAGE} AS build",
+        "${PYTHON_IMAGE}",
+    ]
+    # `servegate proxy` runs in it (servegate-proxy.yaml): the proxy extra, and the PostgreSQL
+    # driver for the shared store.
+    assert any(word == "RUN" and '".[proxy,postgres]"' in rest for word, rest in steps)
     copies = [rest.split() for word, rest in steps if word == "COPY"]
     sources = [s for c in copies if not c[0].startswith("--from") for s in c[:-1]]
     assert sources
@@ -270,5 +279,18 @@ def test_the_dockerfile_copies_files_that_exist_and_runs_servegate() -> None:
     [deployment] = of_kind("Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["ports"][0]["containerPort"] == exposed
-    assert container["image"] == "servegate:0.1.0"
-    assert pyproject["project"]["version"] == "0.1.0"
+    # Every manifest names the image the Dockerfile builds: servegate:<version>, the tag its
+    # build line and scripts/image.sh give it.
+    tag = f"servegate:{pyproject['project']['version']}"
+    images = re.findall(r"^\s*image:\s*(\S+)", _all_manifest_text(), flags=re.MULTILINE)
+    assert images
+    assert set(images) == {tag}
+    assert container["image"] == tag
+    assert f"-t {tag} ." in (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
+    assert "image=${SERVEGATE_IMAGE:-servegate:$version}" in (
+        ROOT / "scripts" / "image.sh"
+    ).read_text(encoding="utf-8")
+
+
+def _all_manifest_text() -> str:
+    return "".join(p.read_text(encoding="utf-8") for p in sorted(DEPLOY.rglob("*.yaml")))
