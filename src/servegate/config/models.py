@@ -17,6 +17,7 @@ from servegate.config.policy import (
     NumericsMeasurement,
     NumericsPolicy,
     Policy,
+    SamplingPolicy,
     Tolerance,
 )
 from servegate.config.slo import SLO, parse_slo
@@ -34,6 +35,7 @@ __all__ = [
     "PerformanceConfig",
     "Policy",
     "PositiveSeconds",
+    "SamplingPolicy",
     "Tolerance",
 ]
 
@@ -157,7 +159,7 @@ class GateConfig(_Frozen):
     baseline_run: str | None = None
     model: str | None = None
     gates: tuple[str, ...] = (
-        "startup", "numerics", "embeddings", "golden", "context", "performance"
+        "startup", "numerics", "embeddings", "golden", "sampling", "context", "performance"
     )  # fmt: skip
     suite: Path | None = None
     categories: tuple[str, ...] | None = None

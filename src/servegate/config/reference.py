@@ -6,7 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from servegate.config.models import CanaryPolicy, NumericsPolicy, Policy, Tolerance
+from servegate.config.models import (
+    CanaryPolicy,
+    NumericsPolicy,
+    Policy,
+    SamplingPolicy,
+    Tolerance,
+)
 
 HEADER = """# Policy reference
 
@@ -65,5 +71,11 @@ def policy_reference() -> str:
         " ".join((NumericsPolicy.__doc__ or "").split()),
         "",
         *_table(NumericsPolicy, "numerics."),
+        "",
+        "## Sampling",
+        "",
+        " ".join((SamplingPolicy.__doc__ or "").split()),
+        "",
+        *_table(SamplingPolicy, "sampling."),
     ]
     return "\n".join(parts) + "\n"

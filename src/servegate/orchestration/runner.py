@@ -206,6 +206,21 @@ async def _performance_not_measured(
     )
 
 
+async def _sampling_not_applicable(
+    pair: EndpointPair, cfg: GateConfig, progress: GateProgress
+) -> GateResult:
+    why = (
+        "the baseline is a stored recording: sampled draws are judged against a live baseline's "
+        "own draws and report, and a recording has no draws to sample again"
+    )
+    return GateResult(
+        name="sampling",
+        status=Status.SKIP,
+        summary=f"not applicable: {why}",
+        not_applicable=(f"sampling: {why}",),
+    )
+
+
 def _resume_refusal(resume: ResumePoint, now: Mapping[str, Any]) -> str | None:
     if not resume.fingerprints:
         return (
@@ -263,7 +278,8 @@ async def run(
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
     stored = _stored_baseline(cfg, store)
     if stored is not None:
-        gates = {**gates, "performance": _performance_not_measured}
+        gates = {**gates, "performance": _performance_not_measured,
+                 "sampling": _sampling_not_applicable}  # fmt: skip
     if cfg.baseline.launch is None and cfg.candidate.launch is None:
         b_url, c_url = (
             normalise_url(cfg.baseline.url_template),

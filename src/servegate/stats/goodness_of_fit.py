@@ -23,7 +23,7 @@ Floats = npt.NDArray[np.float64]
 Probs = Sequence[float] | Floats
 # Power is simulated: this many tests of the alternative, from this seed (the same draws for
 # every alternative, so a power curve is smooth in the error).
-SIMULATIONS = 4000
+SIMULATIONS = 2000
 SEED = 20261203
 # The relative temperature errors tried, smallest first: 1 % to 400 %.
 ERROR_GRID: tuple[float, ...] = tuple(
@@ -283,14 +283,18 @@ class Detectable:
     lower: float | None
     higher: float | None
 
-    @property
-    def text(self) -> str:
-        def shown(x: float | None) -> str:
-            return f"≥ {x:.0%}" if x is not None else f"not even {ERROR_GRID[-1]:.0%}"
-
-        if self.lower == self.higher:
-            return f"a temperature off by {shown(self.lower)} either way"
-        return f"a temperature too low by {shown(self.lower)} or too high by {shown(self.higher)}"
+    def text(self, power: float) -> str:
+        """E.g. "a temperature ≥ 26 % too low or ≥ 23 % too high is detected with probability
+        ≥ 0.9", and which way nothing in the grid is."""
+        ways = (("too low", self.lower), ("too high", self.higher))
+        found = [f"≥ {x:.0%} {way}" for way, x in ways if x is not None]
+        missing = [way for way, x in ways if x is None]
+        level = f"with probability ≥ {power:g}"
+        up_to = f"{ERROR_GRID[-1]:.0%}"
+        if not found:
+            return f"no temperature error up to {up_to} either way is detected {level}"
+        text = f"a temperature {' or '.join(found)} is detected {level}"
+        return text + (f" (one {missing[0]}: not up to {up_to})" if missing else "")
 
 
 def family_power(
