@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
-from servegate.endpoints.types import Completion
+from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.pair import EndpointPair
 from servegate.gates.sampling.first_token import reported
 from servegate.gates.sampling.plan import (
@@ -32,6 +32,7 @@ from servegate.gates.sampling.plan import (
     tempered_cells,
     truncation_cells,
 )
+from servegate.gates.sampling.sequences import SequenceDraws, SequenceRequest, sequence_requests
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -101,6 +102,49 @@ async def _cells(
     ]  # fmt: skip
 
 
+async def _sequence(
+    pair: EndpointPair, ep: Endpoint, request: SequenceRequest, plan: SamplingPlan, dl: float
+) -> tuple[Completion | RawResponse, ...]:
+    """One sequence-level request `request.times` over on one side."""
+    probe = f"{request.kind}:{request.label}"
+    if request.raw:
+        recorded = pair.recording(ep, gate=NAME, probe=probe)
+        body = pair.body(request.body)
+        return tuple([await recorded.raw("POST", "/chat/completions", body, deadline_s=dl)
+                      for _ in range(request.times)])  # fmt: skip
+    if request.isolate:  # one at a time, each after the isolation request
+        return tuple([await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
+                                      deadline_s=dl) for _ in range(request.times)])  # fmt: skip
+    gate = asyncio.Semaphore(plan.concurrency)
+
+    async def one() -> Completion:
+        async with gate:
+            return await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
+                                   deadline_s=dl, isolate=False)  # fmt: skip
+
+    return tuple(await asyncio.gather(*(one() for _ in range(request.times))))
+
+
+async def sequences(
+    pair: EndpointPair, plan: SamplingPlan, setup: Mapping[str, SideSetup], dl: float
+) -> tuple[SequenceDraws, ...]:
+    """Seeds, n > 1 and penalties on both sides (at once when the pair allows it)."""
+
+    def requests(name: str) -> list[SequenceRequest]:
+        neutral = setup[name].neutral
+        return sequence_requests(plan.seeds, plan.choices_requests, plan.penalty_draws, neutral)
+
+    async def side(name: str) -> list[tuple[Completion | RawResponse, ...]]:
+        ep = pair.baseline if name == "baseline" else pair.candidate
+        return [await _sequence(pair, ep, r, plan, dl) for r in requests(name)]
+
+    b, c = await pair.sides(lambda: side("baseline"), lambda: side("candidate"))
+    return tuple(
+        SequenceDraws(r.kind, r.label, pair.body(r.body), bd, cd)
+        for r, bd, cd in zip(requests("baseline"), b, c, strict=True)
+    )
+
+
 async def collect(
     pair: EndpointPair,
     cfg: GateConfig,
@@ -142,6 +186,7 @@ async def collect(
         for kind in plan.truncations if str(kind) not in planned
     )  # fmt: skip
     rest = await _cells(pair, [*tempered_cells(plan), *truncations], setup, plan, dl, done)
+    longer = await sequences(pair, plan, setup, dl)
     if progress is not None:
         progress(total, total, "")
     return SamplingEvidence(
@@ -153,4 +198,5 @@ async def collect(
         plan=plan,
         seconds=time.perf_counter() - started,
         unplanned=unplanned,
+        sequences=longer,
     )

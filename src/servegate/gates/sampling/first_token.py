@@ -150,6 +150,13 @@ def _answered(draws: Sequence[Completion]) -> tuple[list[Completion], str]:
     return ok, ""
 
 
+def drawn(draws: Sequence[Completion], limit: int = 6) -> str:
+    """The tokens drawn, most often first: `'The' 41/96, 'A' 12/96, …`."""
+    counted = counts(draws)
+    n = sum(counted.values())
+    return ", ".join(f"{t!r} {k}/{n}" for t, k in counted.most_common(limit)) or "no draws"
+
+
 def _show(counted: Counter[str], report: Reported | None, n: int, limit: int = 4) -> str:
     parts = []
     for token, k in counted.most_common(limit):

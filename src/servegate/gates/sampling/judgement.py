@@ -21,6 +21,7 @@ from servegate.gates.pair import timed_out
 from servegate.gates.sampling.first_token import (
     FamilyResult,
     LogprobsMode,
+    drawn,
     family,
     homogeneity_test,
     logprobs_mode,
@@ -36,6 +37,7 @@ from servegate.gates.sampling.plan import (
     Reported,
     SamplingEvidence,
 )
+from servegate.gates.sampling.sequences import choices_check, penalty_checks, seed_check
 from servegate.stats.goodness_of_fit import (
     Detectable,
     detectable_temperature_error,
@@ -47,6 +49,7 @@ from servegate.verdict.model import Check, Finding, GateResult, MetricValue, Sev
 SIDES = ("baseline", "candidate")
 Judged = tuple[Check, list[Finding]]
 ROW = "sampled distribution"
+EACH_DRAW = "each draw is the request below, sent again"
 TITLES = {
     Kind.REFERENCE: "temperature 1 samples the reported distribution",
     Kind.TOP_P: "top_p keeps the nucleus of the reported distribution",
@@ -90,10 +93,12 @@ def _power_text(
     return f"; {found.text(sp.power)}", found
 
 
-def _p_text(fam: FamilyResult) -> str:
+def _p_text(fam: FamilyResult, against: str = "") -> str:
     p = fam.p_value
     if p is None:
         return "-"
+    if against:
+        return f"{_p_text(fam)} against {against}"
     if any(c.outside for c in fam.cells):
         outside = sum(len(c.outside) for c in fam.cells)
         return f"{outside} token(s) drawn outside the kept set"
@@ -120,7 +125,7 @@ def _finding(
         category=f"sampling_{name}",
         severity=severity,
         side=side,
-        message=f"{who}: {worst.summary} (p {worst.p_value or 0.0:.2g})",
+        message=f"{who}: {worst.summary} (p {worst.p_value or 0.0:.2g}; {EACH_DRAW})",
         baseline_excerpt=mine if side == "baseline" else theirs,
         candidate_excerpt=mine if side == "candidate" else theirs,
         curl=curl(url, "chat", body) if cell else None,
@@ -135,6 +140,7 @@ def self_check(
     policy: Policy,
     *,
     narrower: bool = False,
+    row: str | None = None,
 ) -> Judged:
     """One self-consistency check: the candidate fails where the baseline passes."""
     b, c = fams["baseline"], fams["candidate"]
@@ -147,22 +153,23 @@ def self_check(
         findings += [found] if found else []
     if c.failed is None:
         why = c.reason or next((x.reason for x in c.cells if x.reason), "nothing was tested")
-        return not_measured(name, title, f"candidate: {why}", row=ROW), findings
+        return not_measured(name, title, f"candidate: {why}", row=row), findings
     if c.failed:
         found = _finding(name, title, fams, ev, "candidate")
         if b.failed is False:
             findings += [found] if found else []
-    shown = {"candidate": _p_text(c), "baseline": _p_text(b)}
+    against = "its own report" if row else ""
+    shown = {"candidate": _p_text(c, against), "baseline": _p_text(b, against)}
     if b.failed is None:
         why = b.reason or next((x.reason for x in b.cells if x.reason), "nothing was tested")
-        return not_measured(name, title, f"baseline: {why}", row=ROW), findings
+        return not_measured(name, title, f"baseline: {why}", row=row), findings
     if b.failed and c.failed:
         why = "both sides fail: the baseline's sampler does not match its report either (reported)"
-        return not_measured(name, title, why, row=ROW), findings
+        return not_measured(name, title, why, row=row), findings
     power, _ = _power_text(c, policy, narrower=narrower) if not c.failed else ("", None)
     reason = f"{shown['candidate']} where the baseline has {shown['baseline']}" if c.failed else ""
     return check(name, title, failed=c.failed, candidate=shown["candidate"],
-                 baseline=shown["baseline"], limit=limit + power, policy_key=key, row=ROW,
+                 baseline=shown["baseline"], limit=limit + power, policy_key=key, row=row,
                  reason=reason), findings  # fmt: skip
 
 
@@ -236,14 +243,16 @@ def _homogeneity(
         body = {**cd.candidate_request, **({"model": ev.model} if ev.model else {})}
         findings.append(Finding(
             probe=worst.probe, category="sampling_homogeneity", severity=Severity.MAJOR,
-            side="candidate", message=f"{title}: {worst.summary} (p {worst.p_value:.2g})",
+            side="candidate",
+            message=f"{title}: {worst.summary} (p {worst.p_value:.2g}; {EACH_DRAW})",
+            baseline_excerpt=drawn(cd.baseline), candidate_excerpt=drawn(cd.candidate),
             curl=curl(ev.candidate_url, "chat", body),
         ))  # fmt: skip
     power, x = _power_text(ab, policy) if not ab.failed else ("", None)
     metrics["homogeneity_detectable_lower"] = x.lower if x else None
     metrics["homogeneity_detectable_higher"] = x.higher if x else None
     limit = f"adjusted p ≥ {sp.alpha:g} (Bonferroni over the prompts; A/A halves must pass)"
-    return check(name, title, failed=ab.failed, candidate=_p_text(ab),
+    return check(name, title, failed=ab.failed, candidate=_p_text(ab, "the baseline's draws"),
                  baseline=f"A/A halves: {_p_text(aa)}", limit=limit + power,
                  policy_key="sampling.alpha", row=ROW,
                  reason=f"{_p_text(ab)}" if ab.failed else ""), findings, metrics  # fmt: skip
@@ -324,7 +333,7 @@ def _truncation(
             curl=curl(ev.candidate_url, "chat", body),
         )
         failed = check(name, title, failed=True, candidate="refused", baseline="sampled",
-                       limit="offered as the baseline offers it", reason=why, row=ROW)  # fmt: skip
+                       limit="offered as the baseline offers it", reason=why)  # fmt: skip
         return failed, [finding]
     sp = policy.sampling
 
@@ -339,9 +348,27 @@ def _truncation(
     return self_check(name, title, {s: tested(s) for s in SIDES}, ev, policy, narrower=True)
 
 
+def _sequence_checks(ev: SamplingEvidence, policy: Policy) -> list[Judged]:
+    """Seeds, n > 1 and penalties, for the kinds the plan asked."""
+    of = {
+        kind: [d for d in ev.sequences if d.kind == kind] for kind in ("seed", "choices", "penalty")
+    }
+    url = ev.candidate_url
+    judged: list[Judged] = []
+    if ev.plan.seeds:
+        judged.append(seed_check(of["seed"], url))
+    if ev.plan.choices_requests:
+        judged.append(choices_check(of["choices"], url))
+    if ev.plan.penalty_draws:
+        judged += penalty_checks(of["penalty"], url, policy.sampling.alpha)
+    return judged
+
+
 def _hangs(ev: SamplingEvidence, policy: Policy) -> Check:
-    hung = sum(1 for cd in ev.cells for c in cd.candidate if timed_out(c))
-    sent = sum(len(cd.candidate) for cd in ev.cells)
+    answers = [a for d in ev.sequences for a in d.candidate if isinstance(a, Completion)]
+    answers += [c for cd in ev.cells for c in cd.candidate]
+    hung = sum(1 for c in answers if timed_out(c))
+    sent = len(answers)
     return check(
         "hangs",
         "draws that hung",
@@ -366,7 +393,9 @@ def evaluate(ev: SamplingEvidence, policy: Policy, *, strict: bool = False) -> G
         names += [(str(k), TITLES[k]) for k in TRUNCATIONS if k in ev.plan.truncations]
         judged += [(not_applicable(n, title, no_logprobs), []) for n, title in names]
     else:
-        judged.append(self_check("reference_fit", TITLES[Kind.REFERENCE], fams, ev, policy))
+        judged.append(
+            self_check("reference_fit", TITLES[Kind.REFERENCE], fams, ev, policy, row=ROW)
+        )
         judged += [_tempered(ev, policy, reports, t) for t in ev.plan.temperatures]
         judged += [_truncation(ev, policy, reports, k) for k in TRUNCATIONS
                    if k in ev.plan.truncations]  # fmt: skip
@@ -376,6 +405,7 @@ def evaluate(ev: SamplingEvidence, policy: Policy, *, strict: bool = False) -> G
     judged.append((homogeneous, found))
     modes = {side: logprobs_mode(ev.cells, side, reports[side]) for side in SIDES}
     judged.append(_mode_check(modes, ev))
+    judged += _sequence_checks(ev, policy)
     checks = [c for c, _ in judged] + [_hangs(ev, policy)]
     findings = [f for _, more in judged for f in more]
     metrics.update({

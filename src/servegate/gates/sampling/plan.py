@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from servegate.endpoints.types import Completion
+from servegate.gates.sampling.sequences import SEEDS, SequenceDraws
 
 NAME = "sampling"
 
@@ -74,10 +75,18 @@ class SamplingPlan:
     truncation_prompts: int = 2  # the first prompts with a clear kept set
     truncation_draws: int = 48
     concurrency: int = 4  # draws in flight per side (a server that queues them loses nothing)
+    # Longer answers (sequences.py): seeds each asked twice and streamed once, n > 1 asked
+    # `choices_requests` times and streamed once, each penalty `penalty_draws` times and as
+    # many without. Empty / 0 leaves that check out.
+    seeds: tuple[int, ...] = SEEDS
+    choices_requests: int = 2
+    penalty_draws: int = 10
 
     def __post_init__(self) -> None:
         if min(self.reference_draws, self.tempered_draws, self.truncation_draws) < 1:
             raise ValueError("every cell needs at least one draw")
+        if self.choices_requests < 0 or self.penalty_draws < 0:
+            raise ValueError("choices_requests and penalty_draws must not be negative")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if any(t <= 0 or t == 1.0 for t in self.temperatures):
@@ -265,3 +274,4 @@ class SamplingEvidence:
     seconds: float = 0.0  # wall time of the gate's requests
     # Kinds of truncation cell left out, and why (no prompt gave a clear kept set).
     unplanned: tuple[tuple[str, str], ...] = ()
+    sequences: tuple[SequenceDraws, ...] = ()

@@ -3,6 +3,7 @@ distribution, sampled as a correct server samples it, or with one of the bugs th
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, TokenLogprob
+from servegate.endpoints.types import Completion, RawResponse, TokenLogprob
 from servegate.gates.sampling.first_token import reported
 from servegate.gates.sampling.plan import (
     NEUTRALS,
@@ -25,6 +26,7 @@ from servegate.gates.sampling.plan import (
     tempered_cells,
     truncation_cells,
 )
+from servegate.gates.sampling.sequences import SequenceDraws, SequenceRequest, sequence_requests
 
 HEAD = ("The", "A", "One", "1", "I", "In", "This", "Piano", "Guitar", "Violin")
 HEAD_P = (0.42, 0.15, 0.05, 0.03, 0.03, 0.025, 0.02, 0.02, 0.015, 0.012)
@@ -56,6 +58,9 @@ class Server:
     logprobs: bool = True
     refuse: tuple[str, ...] = ()  # parameters answered with HTTP 400
     seed: int = 0
+    seeds: bool = True  # the same seed reproduces (llama-cpp-python's do not)
+    choices: str = "offered"  # n > 1: "offered", "one" (n ignored), "collapsed" (copies)
+    penalties: bool = True  # penalties lower repetition
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -116,6 +121,47 @@ def neutral_of(server: Server) -> Mapping[str, Any]:
     return next((n for n in NEUTRALS if not any(k in n for k in server.refuse)), NEUTRALS[-1])
 
 
+def _words(rng: np.random.Generator, repeated: float, n: int = 24) -> str:
+    """n words, about `repeated` of them repeats of an earlier one."""
+    words = [f"w{rng.integers(1_000_000)}"]
+    for _ in range(n - 1):
+        words.append(words[int(rng.integers(len(words)))] if rng.random() < repeated
+                     else f"w{rng.integers(1_000_000)}")  # fmt: skip
+    return " ".join(words)
+
+
+def _raw(payload: dict[str, Any] | list[dict[str, Any]]) -> RawResponse:
+    if isinstance(payload, list):  # a stream
+        body = "".join(f"data: {json.dumps(p)}\n\n" for p in payload) + "data: [DONE]\n\n"
+        return RawResponse(200, {"content-type": "text/event-stream"}, body.encode())
+    return RawResponse(200, {"content-type": "application/json"}, json.dumps(payload).encode())
+
+
+def sequence(server: Server, request: SequenceRequest) -> Completion | RawResponse:
+    """A simulated answer to a seed, n > 1 or penalty request."""
+    body = request.body
+    if request.kind == "seed":
+        seeded = server.seeds and "seed" in body
+        rng = np.random.default_rng(int(body["seed"])) if seeded else server.rng
+        return Completion(status=200, content=_words(rng, 0.1, 12))
+    if request.kind == "choices":
+        n = 1 if server.choices == "one" else int(body.get("n", 1))
+        texts = [f"{server.rng.choice(['Paris', 'Rome', 'Oslo', 'Bern'])} {i}" for i in range(n)]
+        if server.choices == "collapsed":
+            texts = [texts[0]] * n
+        if body.get("stream"):
+            return _raw([{"choices": [{"index": i, "delta": {"content": t}}]}
+                         for i, t in enumerate(texts)])  # fmt: skip
+        return _raw({"choices": [{"index": i, "message": {"content": t}}
+                                 for i, t in enumerate(texts)]})  # fmt: skip
+    penalised = server.penalties and (
+        body.get("presence_penalty", 0) > 0
+        or body.get("frequency_penalty", 0) > 0
+        or body.get("repetition_penalty", 1) > 1
+    )
+    return Completion(status=200, content=_words(server.rng, 0.05 if penalised else 0.35))
+
+
 def _side(server: Server, cells: Sequence[Cell]) -> list[tuple[Completion, ...]]:
     neutral = neutral_of(server)
     return [tuple(server.draw(cell.request(neutral)) for _ in range(cell.draws)) for cell in cells]
@@ -137,7 +183,16 @@ def evidence(
     cells = [*first, *rest]
     b_draws = [*b_refs, *_side(baseline, rest)]
     c_draws = [*c_refs, *_side(candidate, rest)]
+    plan_ = plan
+    longer = tuple(
+        SequenceDraws(r.kind, r.label, r.body,
+                      tuple(sequence(baseline, r) for _ in range(r.times)),
+                      tuple(sequence(candidate, r) for _ in range(r.times)))
+        for r in sequence_requests(plan_.seeds, plan_.choices_requests, plan_.penalty_draws,
+                                   neutral_of(baseline))
+    )  # fmt: skip
     return SamplingEvidence(
+        sequences=longer,
         cells=tuple(
             CellDraws(
                 cell, cell.request(neutral_of(baseline)), cell.request(neutral_of(candidate)), b, c

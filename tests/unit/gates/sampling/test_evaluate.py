@@ -30,7 +30,9 @@ def test_two_servers_that_sample_as_they_report_pass_with_a_power_statement_on_e
 ):
     result = judged(Server(seed=1), Server(seed=2))
     assert result.status is Status.PASS, result.summary
-    measured = [c for c in result.checks if c.name not in ("logprobs_mode", "hangs")]
+    # seeds and n > 1 are equalities, with nothing to state a power of
+    exact = ("logprobs_mode", "hangs", "seed", "choices")
+    measured = [c for c in result.checks if c.name not in exact]
     assert all(c.outcome is Outcome.PASS for c in measured), outcomes(result)
     for c in measured:
         assert "is detected with probability" in c.limit, c
@@ -149,7 +151,44 @@ def test_the_report_leaves_out_a_sampled_token_appended_to_the_top_list() -> Non
 def test_a_side_with_no_draws_back_is_not_measured() -> None:
     ev = evidence(Server(seed=1), Server(seed=2))
     empty = tuple(replace(cd, candidate=()) for cd in ev.cells)
+    longer = tuple(replace(d, candidate=()) for d in ev.sequences)
     setup = {**ev.setup, "candidate": SideSetup(NEUTRALS[0], False)}
-    result = evaluate(replace(ev, cells=empty, setup=setup), Policy())
+    result = evaluate(replace(ev, cells=empty, sequences=longer, setup=setup), Policy())
     assert outcomes(result)["reference_fit"] is Outcome.NOT_MEASURED
     assert outcomes(result)["hangs"] is Outcome.NOT_MEASURED
+
+
+@pytest.mark.parametrize(
+    ("candidate", "failing"),
+    [
+        pytest.param(Server(seeds=False, seed=2), "seed", id="seed-dropped"),
+        pytest.param(Server(choices="collapsed", seed=2), "choices", id="n-collapsed"),
+        pytest.param(Server(choices="one", seed=2), "choices", id="n-ignored"),
+        pytest.param(Server(penalties=False, seed=2), "frequency_penalty", id="penalties-stripped"),
+    ],
+)
+def test_longer_answers_fail_where_the_candidate_drops_what_the_baseline_honours(
+    candidate: Server, failing: str
+) -> None:
+    result = judged(Server(seed=1), candidate)
+    assert outcomes(result)[failing] is Outcome.FAIL, result.summary
+    finding = next(f for f in result.findings if f.category == f"sampling_{failing}")
+    assert finding.curl is not None
+    assert finding.side == "candidate"
+
+
+def test_a_baseline_that_never_reproduces_a_seed_or_offers_n_leaves_both_not_applicable() -> None:
+    # llama-cpp-python 0.3.16: a seed does not reproduce, n > 1 answers one choice.
+    result = judged(Server(seeds=False, choices="one", seed=1), Server(seeds=False, seed=2))
+    got = outcomes(result)
+    assert got["seed"] is Outcome.NOT_APPLICABLE
+    assert got["choices"] is Outcome.NOT_APPLICABLE
+    assert any("does not reproduce a seed" in item for item in result.not_applicable)
+    assert any("does not offer n > 1" in item for item in result.not_applicable)
+    assert result.status is Status.PASS
+
+
+def test_a_penalty_without_effect_on_the_baseline_is_not_measured() -> None:
+    result = judged(Server(penalties=False, seed=1), Server(penalties=False, seed=2))
+    assert outcomes(result)["presence_penalty"] is Outcome.NOT_MEASURED
+    assert result.status is Status.PASS
