@@ -411,6 +411,9 @@ def evaluate(ev: SamplingEvidence, policy: Policy, *, strict: bool = False) -> G
     metrics.update({
         "draws_baseline": sum(len(cd.baseline) for cd in ev.cells),
         "draws_candidate": sum(len(cd.candidate) for cd in ev.cells),
+        # every request each side was sent: the draws, the longer answers and the pilot's
+        "requests_baseline": _requests(ev, "baseline"),
+        "requests_candidate": _requests(ev, "candidate"),
         "seconds": round(ev.seconds, 1),
         "baseline_logprobs_mode": modes["baseline"].mode,
         "candidate_logprobs_mode": modes["candidate"].mode,
@@ -418,6 +421,13 @@ def evaluate(ev: SamplingEvidence, policy: Policy, *, strict: bool = False) -> G
         "candidate_neutral_sampler": _setup_text(ev, "candidate"),
     })  # fmt: skip
     return gate_result(NAME, checks, strict=strict, findings=findings, metrics=metrics)
+
+
+def _requests(ev: SamplingEvidence, side: str) -> int:
+    setup = ev.setup.get(side)
+    pilots = len(setup.tried) if setup is not None else 0
+    longer = sum(len(d.side(side)) for d in ev.sequences)
+    return pilots + longer + sum(len(cd.side(side)) for cd in ev.cells)
 
 
 def _setup_text(ev: SamplingEvidence, side: str) -> str | None:
