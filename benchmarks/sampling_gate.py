@@ -1,0 +1,147 @@
+"""The sampling gate, measured: controls that must pass and faults that must fail, with repeats.
+
+Starts a clean baseline, then one candidate per row, and runs the real command line
+(`servegate gate --gates sampling`) against it, keeping each JSON report:
+
+- controls: the same server as both sides (127.0.0.1 and localhost), two clean servers, and on
+  the reference engine the benign `flash-attn` kernel path;
+- faults (the fault layer in front of a clean engine): temperature-default, sampled-greedy,
+  sampler-defaults, nucleus-narrowed; on the reference engine also the `logit-scale` weights
+  (every logit × 0.8: the model itself samples as at temperature 1.25, and reports it).
+
+    .venv/bin/python benchmarks/sampling_gate.py --out benchmarks/results/sampling/reference
+    .venv/bin/python benchmarks/sampling_gate.py --stock --out benchmarks/results/sampling/stock
+    .venv/bin/python benchmarks/sampling_gate.py --table benchmarks/results/sampling/reference
+
+`--repeats N` runs each control N times (faults once); `--rows a,b` runs those rows only. Run it
+under the shared lock (`flock /tmp/servegate-heavy.lock …`): each row is one to five minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CONTROLS = ("same-server", "two-servers", "flash-attn")
+FAULTS = ("temperature-default", "sampled-greedy", "sampler-defaults", "nucleus-narrowed",
+          "logit-scale")  # fmt: skip
+FAULT_LAYER = FAULTS[:4]
+REFERENCE_ONLY = ("flash-attn", "logit-scale")  # weight and flag variants of our own engine
+
+
+def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
+         "--candidate", candidate, "--gates", "sampling", "--json", str(out), "--no-store",
+         "--quiet", "--deadline-s", "180"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if not out.exists():
+        raise SystemExit(f"no report from {candidate}: exit {proc.returncode}\n{proc.stderr}")
+    return proc.returncode, time.perf_counter() - t0
+
+
+@contextmanager
+def _candidate(row: str, baseline_url: str, stock: bool) -> Iterator[str]:
+    from servegate.engine import start_engine
+
+    if row == "same-server":  # one process under two names: pair.at_once is off
+        yield baseline_url.replace("127.0.0.1", "localhost")
+        return
+    variant = row if row in REFERENCE_ONLY else "clean"
+    fault = row if row in FAULT_LAYER else None
+    with start_engine(variant, fault=fault, stock=stock) as engine:
+        yield engine.base_url
+
+
+def run(out_dir: Path, rows: tuple[str, ...], repeats: int, *, stock: bool) -> None:
+    from servegate.engine import start_engine
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with start_engine("clean", stock=stock) as baseline:
+        for row in rows:
+            for i in range(repeats if row in CONTROLS else 1):
+                path = out_dir / f"{row}-{i + 1}.json"
+                with _candidate(row, baseline.base_url, stock) as url:
+                    code, wall_s = _gate(baseline.base_url, url, path)
+                report = json.loads(path.read_text())
+                report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1),
+                                    "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+                path.write_text(json.dumps(report, indent=1))
+                print(line(row, report), flush=True)
+
+
+def _sampling(report: dict[str, Any]) -> dict[str, Any]:
+    return next(g for g in report["gates"] if g["name"] == "sampling")
+
+
+def _p(check: dict[str, Any]) -> str:
+    """The check's candidate value: `p 0.3 (4 prompt(s), 384 draws)` → `0.3`."""
+    text = str(check.get("candidate", "-"))
+    return text.split(" ")[1] if text.startswith("p ") else text
+
+
+def line(row: str, report: dict[str, Any]) -> str:
+    """One Markdown row: verdict, failed checks with the candidate's p, the headline checks' p,
+    draws (both sides), seconds."""
+    gate = _sampling(report)
+    checks = {c["name"]: c for c in gate["checks"]}
+    failed = [f"{n} ({_p(c)})" for n, c in checks.items() if c["outcome"] == "fail"]
+    gaps = [n for n, c in checks.items() if c["outcome"] == "not-measured"]
+    m = gate["metrics"]
+    head = ", ".join(
+        f"{n} {_p(checks[n])}" for n in ("reference_fit", "homogeneity") if n in checks
+    )
+    draws = (m.get("requests_baseline") or 0) + (m.get("requests_candidate") or 0)
+    bench = report.get("_bench", {})
+    return (
+        f"| {row} | {gate['status'].upper()} (exit {bench.get('exit_code', '-')}) | "
+        f"{'; '.join(failed) or '-'} | {head} | {', '.join(gaps) or '-'} | "
+        f"{m.get('candidate_logprobs_mode', '-')} | {draws} | {m.get('seconds', '-')} | "
+        f"{bench.get('wall_s', '-')} |"
+    )
+
+
+HEADER = (
+    "| row | verdict | failed checks (candidate p) | reference fit p, homogeneity p | "
+    "not measured | logprobs | requests (both sides) | gate s | wall s |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table(folder: Path) -> None:
+    print(HEADER)
+    for path in sorted(folder.glob("*.json")):
+        print(line(path.stem, json.loads(path.read_text())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path)
+    parser.add_argument("--stock", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rows", default=None, help="comma-separated rows (default: all)")
+    args = parser.parse_args()
+    if args.table:
+        table(args.table)
+        return
+    if args.out is None:
+        parser.error("--out or --table")
+    rows = tuple(args.rows.split(",")) if args.rows else (*CONTROLS, *FAULTS)
+    if args.stock:
+        rows = tuple(r for r in rows if r not in REFERENCE_ONLY)
+    print(HEADER, flush=True)
+    run(args.out, rows, args.repeats, stock=args.stock)
+
+
+if __name__ == "__main__":
+    main()
