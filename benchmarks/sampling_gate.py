@@ -6,8 +6,10 @@ Starts a clean baseline, then one candidate per row, and runs the real command l
 - controls: the same server as both sides (127.0.0.1 and localhost), two clean servers, and on
   the reference engine the benign `flash-attn` kernel path;
 - faults (the fault layer in front of a clean engine): temperature-default, sampled-greedy,
-  sampler-defaults, nucleus-narrowed; on the reference engine also the `logit-scale` weights
-  (every logit × 0.8: the model itself samples as at temperature 1.25, and reports it).
+  sampler-defaults, nucleus-narrowed, penalties-stripped, seed-dropped, n-collapsed (the last two
+  can only fail against a baseline that reproduces seeds and offers n > 1: not llama.cpp); on
+  the reference engine also the `logit-scale` weights (every logit × 0.8: the model itself
+  samples as at temperature 1.25, and reports it).
 
     .venv/bin/python benchmarks/sampling_gate.py --out benchmarks/results/sampling/reference
     .venv/bin/python benchmarks/sampling_gate.py --stock --out benchmarks/results/sampling/stock
@@ -31,8 +33,8 @@ from typing import Any
 
 CONTROLS = ("same-server", "two-servers", "flash-attn")
 FAULTS = ("temperature-default", "sampled-greedy", "sampler-defaults", "nucleus-narrowed",
-          "logit-scale")  # fmt: skip
-FAULT_LAYER = FAULTS[:4]
+          "penalties-stripped", "seed-dropped", "n-collapsed", "logit-scale")  # fmt: skip
+FAULT_LAYER = FAULTS[:7]
 REFERENCE_ONLY = ("flash-attn", "logit-scale")  # weight and flag variants of our own engine
 
 
