@@ -15,6 +15,11 @@ Starts a clean baseline, then one candidate per row, and runs the real command l
     .venv/bin/python benchmarks/sampling_gate.py --stock --out benchmarks/results/sampling/stock
     .venv/bin/python benchmarks/sampling_gate.py --table benchmarks/results/sampling/reference
 
+`--vllm PYTHON` runs real vLLM instead (PYTHON: a vLLM venv's python, `bash scripts/setup.sh
+vllm`): one server answers as the baseline, and every fault sits in front of that same server
+(vLLM batches both sides' requests; two minutes a start on 2 cores); the second server of
+`two-servers` is started for that row alone.
+
 `--repeats N` runs each control N times (faults once); `--rows a,b` runs those rows only. Run it
 under the shared lock (`flock /tmp/servegate-heavy.lock …`): each row is one to five minutes.
 """
@@ -52,11 +57,65 @@ def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
 
 
 @contextmanager
-def _candidate(row: str, baseline_url: str, stock: bool) -> Iterator[str]:
+def _vllm(python: str, log: Path) -> Iterator[str]:
+    """A real vLLM server (servegate.engine.vllm_model serve) until the block ends."""
+    import urllib.request
+
+    from servegate.engine.process import free_port, spawn, stop_group
+
+    port = free_port()
+    process = spawn([python, "-m", "servegate.engine.vllm_model", "serve", "--port", str(port)],
+                    log)  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 900
+    try:
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"vLLM exited: see {log}")
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"vLLM not ready in 900 s: see {log}") from None
+                time.sleep(2)
+        yield url
+    finally:
+        stop_group(process, 30.0)
+
+
+@contextmanager
+def _fault(fault: str, upstream: str, log: Path) -> Iterator[str]:
+    """The fault layer in front of `upstream` (…/v1)."""
+    from servegate.engine.process import free_port, spawn, stop
+
+    port = free_port()
+    argv = [sys.executable, "-m", "servegate.engine.faults", fault, "--port", str(port),
+            "--upstream", upstream.removesuffix("/v1")]  # fmt: skip
+    process = spawn(argv, log)
+    time.sleep(3)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        stop(process, 5.0)
+
+
+@contextmanager
+def _candidate(
+    row: str, baseline_url: str, stock: bool, vllm: str | None, logs: Path
+) -> Iterator[str]:
     from servegate.engine import start_engine
 
     if row == "same-server":  # one process under two names: pair.at_once is off
         yield baseline_url.replace("127.0.0.1", "localhost")
+        return
+    if vllm is not None:
+        if row == "two-servers":
+            with _vllm(vllm, logs / "vllm-candidate.log") as url:
+                yield url
+        else:
+            with _fault(row, baseline_url, logs / f"{row}.log") as url:
+                yield url
         return
     variant = row if row in REFERENCE_ONLY else "clean"
     fault = row if row in FAULT_LAYER else None
@@ -64,16 +123,30 @@ def _candidate(row: str, baseline_url: str, stock: bool) -> Iterator[str]:
         yield engine.base_url
 
 
-def run(out_dir: Path, rows: tuple[str, ...], repeats: int, *, stock: bool) -> None:
+@contextmanager
+def _baseline(stock: bool, vllm: str | None, logs: Path) -> Iterator[str]:
     from servegate.engine import start_engine
 
+    if vllm is not None:
+        with _vllm(vllm, logs / "vllm-baseline.log") as url:
+            yield url
+        return
+    with start_engine("clean", stock=stock) as engine:
+        yield engine.base_url
+
+
+def run(
+    out_dir: Path, rows: tuple[str, ...], repeats: int, *, stock: bool, vllm: str | None = None
+) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    with start_engine("clean", stock=stock) as baseline:
+    logs = out_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    with _baseline(stock, vllm, logs) as baseline_url:
         for row in rows:
             for i in range(repeats if row in CONTROLS else 1):
                 path = out_dir / f"{row}-{i + 1}.json"
-                with _candidate(row, baseline.base_url, stock) as url:
-                    code, wall_s = _gate(baseline.base_url, url, path)
+                with _candidate(row, baseline_url, stock, vllm, logs) as url:
+                    code, wall_s = _gate(baseline_url, url, path)
                 report = json.loads(path.read_text())
                 report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1),
                                     "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
@@ -130,6 +203,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", type=Path)
     parser.add_argument("--stock", action="store_true")
+    parser.add_argument("--vllm", default=None, help="a vLLM venv's python")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", default=None, help="comma-separated rows (default: all)")
     args = parser.parse_args()
@@ -139,10 +213,10 @@ def main() -> None:
     if args.out is None:
         parser.error("--out or --table")
     rows = tuple(args.rows.split(",")) if args.rows else (*CONTROLS, *FAULTS)
-    if args.stock:
+    if args.stock or args.vllm:
         rows = tuple(r for r in rows if r not in REFERENCE_ONLY)
     print(HEADER, flush=True)
-    run(args.out, rows, args.repeats, stock=args.stock)
+    run(args.out, rows, args.repeats, stock=args.stock, vllm=args.vllm)
 
 
 if __name__ == "__main__":
