@@ -8,22 +8,20 @@ judgement on plain data).
 - `choices`: `n > 1` returns n choices indexed 0…n-1, streamed choices joined per index, and
   the choices of a sampled request differ, as the baseline's do; a baseline that answers one
   choice does not offer n > 1 (llama-cpp-python): not applicable.
-- `penalties`: presence, frequency and repetition penalties lower the share of words an
-  answer repeats (one-sided Mann-Whitney, draws with the penalty against draws without) on the
-  baseline; the candidate's penalised answers must not repeat significantly more than the
-  baseline's.
+- `penalties`: presence, frequency and repetition penalties make repeats rarer than each side's
+  raw logprobs say, on the candidate as on the baseline (the repeat deficit: penalties.py).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.evidence import curl, excerpt
+from servegate.gates.sampling import penalties
 from servegate.verdict.judgement import check, not_applicable, not_measured
 from servegate.verdict.model import Check, Finding, Severity
 
@@ -33,17 +31,6 @@ SEED_TOKENS = 16
 CHOICES_PROMPT = "Name a city in Europe, then say why."
 CHOICES_N = 4
 CHOICES_TOKENS = 8
-PENALTY_PROMPT = "List the days of the week, twice."
-PENALTY_TOKENS = 32
-PENALTY_TEMPERATURE = 0.7
-# Each penalty strongly enough to halve the repeats of the reference engine's answers (measured on
-# SmolLM2-135M, llama.cpp, 5 draws each: words repeated 0.31 without, 0.15 presence, 0.07
-# frequency, 0.01 repetition), under both names of the repetition penalty.
-PENALTIES: Mapping[str, Mapping[str, float]] = {
-    "presence": {"presence_penalty": 1.5},
-    "frequency": {"frequency_penalty": 1.5},
-    "repetition": {"repetition_penalty": 1.5, "repeat_penalty": 1.5},
-}
 
 
 def chat(prompt: str, max_tokens: int, temperature: float, **extra: Any) -> dict[str, Any]:
@@ -80,9 +67,10 @@ def sequence_requests(
         out.append(SequenceRequest("choices", f"n {CHOICES_N} streamed", {**body, "stream": True},
                                    1, raw=True))  # fmt: skip
     if penalty_draws:
-        for label, extra in (("none", {}), *PENALTIES.items()):
-            body = chat(PENALTY_PROMPT, PENALTY_TOKENS, PENALTY_TEMPERATURE, **{**neutral, **extra})
-            out.append(SequenceRequest("penalty", label, body, penalty_draws))
+        for label, extra in (("none", {}), *penalties.PENALTIES.items()):
+            out.append(
+                SequenceRequest("penalty", label, penalties.request(neutral, extra), penalty_draws)
+            )
     return out
 
 
@@ -204,32 +192,6 @@ def read_choices(draws: Sequence[SequenceDraws], side: str, n: int) -> ChoicesRe
     return ChoicesReading(tuple(answers), tuple(errors), n)
 
 
-# --- penalties -------------------------------------------------------------------------------
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def reused_word_share(text: str) -> float:
-    """Share of an answer's words that already appeared earlier in it (case-insensitive)."""
-    words = [w.lower() for w in _WORD.findall(text)]
-    seen: set[str] = set()
-    reused = 0
-    for word in words:
-        reused += word in seen
-        seen.add(word)
-    return reused / len(words) if words else 0.0
-
-
-def shares(draws: SequenceDraws, side: str) -> list[float]:
-    return [
-        reused_word_share(a.text) for a in draws.side(side) if isinstance(a, Completion) and a.ok
-    ]
-
-
-def mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 # --- the checks ------------------------------------------------------------------------------
 
 Judged = tuple[Check, list[Finding]]
@@ -303,74 +265,30 @@ def choices_check(draws: Sequence[SequenceDraws], url: str) -> Judged:
                  reason=reason), findings  # fmt: skip
 
 
-def stripped_power(none: Sequence[float], penalised: Sequence[float], level: float) -> float:
-    """How often a candidate whose penalty has no effect (its answers like the baseline's
-    without one) would repeat significantly more than the baseline's penalised answers: both
-    resampled from the baseline's own draws (200 bootstrap rounds, a fixed seed)."""
-    import numpy as np
-
-    from servegate.stats.mann_whitney import mann_whitney_u
-
-    rng = np.random.default_rng(SEED)
-    hits = 0
-    for _ in range(ROUNDS):
-        stripped = rng.choice(np.asarray(none), len(none))
-        kept = rng.choice(np.asarray(penalised), len(penalised))
-        hits += mann_whitney_u(list(kept), list(stripped), "greater").p_value < level
-    return hits / ROUNDS
-
-
-ROUNDS = 200
-SEED = 20261203
-# The baseline's own penalty effect only decides whether the check has a reference; the
-# candidate fails by the family's Bonferroni level, so a looser level here raises no false alarm.
-EFFECT_P = 0.05
-
-
 def penalty_checks(draws: Sequence[SequenceDraws], url: str, alpha: float) -> list[Judged]:
-    """Each penalty lowers the share of repeated words on the baseline (one-sided p below
-    EFFECT_P; else not measured);
-    the candidate's penalised answers must not repeat significantly more than the baseline's.
-    The penalties are one family (Bonferroni)."""
-    from servegate.stats.mann_whitney import mann_whitney_u
-
-    none = next((d for d in draws if d.label == "none"), None)
-    out: list[Judged] = []
+    """Each penalty's repeat deficit (penalties.py) on both sides; the penalties are one family
+    (Bonferroni), the draws without a penalty the instrument's control."""
+    by_label = {
+        d.label: (
+            [a for a in d.baseline if isinstance(a, Completion)],
+            [a for a in d.candidate if isinstance(a, Completion)],
+        )
+        for d in draws
+    }
+    read = penalties.readings(by_label)
+    control = read.get("none")
     tested = [d for d in draws if d.label != "none"]
     level = alpha / max(1, len(tested))
+    out: list[Judged] = []
     for d in tested:
         name = f"{d.label}_penalty"
-        title = f"the {d.label} penalty lowers repetition as on the baseline"
-        if none is None:
-            out.append((not_measured(name, title, "no draws without a penalty"), []))
+        title = f"the {d.label} penalty makes repeats rarer than the raw report, as on the baseline"
+        failed, b, c, limit, reason = penalties.judge(read[d.label], control, d.label, level)
+        if failed is None:
+            out.append((not_measured(name, title, reason), []))
             continue
-        b_none, b_pen, c_pen = (
-            shares(none, "baseline"),
-            shares(d, "baseline"),
-            shares(d, "candidate"),
-        )
-        if not b_none or not b_pen or not c_pen:
-            out.append((not_measured(name, title, "a side answered no draw"), []))
-            continue
-        effect = mann_whitney_u(b_pen, b_none, "greater")  # without the penalty: more repeats
-        shown_b = f"repeated words {mean(b_none):.2f} → {mean(b_pen):.2f} (p {effect.p_value:.2g})"
-        if effect.p_value >= EFFECT_P:
-            why = f"the baseline's own answers show no effect: {shown_b}"
-            out.append((not_measured(name, title, why), []))
-            continue
-        worse = mann_whitney_u(b_pen, c_pen, "greater")
-        power = stripped_power(b_none, b_pen, level)
-        c_none = shares(none, "candidate")
-        shown_c = (f"repeated words {mean(c_none) or 0:.2f} → {mean(c_pen):.2f} "
-                   f"(p {worse.p_value:.2g} above the baseline's)")  # fmt: skip
-        failed = worse.p_value < level
-        reason = f"{shown_c} where the baseline's fall {shown_b}" if failed else ""
-        findings = (
-            [_finding(name, d, url, f"{title}: {reason}", shown_b, shown_c)] if failed else []
-        )
-        limit = (f"not above the baseline's at p < {level:.2g} (Bonferroni); a penalty with no "
-                 f"effect is detected with probability ≈ {power:.2f}")  # fmt: skip
-        judged = check(name, title, failed=failed, candidate=shown_c, baseline=shown_b,
-                       limit=limit, policy_key="sampling.alpha", reason=reason)  # fmt: skip
+        findings = [_finding(name, d, url, f"{title}: {reason}", b, c)] if failed else []
+        judged = check(name, title, failed=failed, candidate=c, baseline=b, limit=limit,
+                       policy_key="sampling.alpha", reason=reason)  # fmt: skip
         out.append((judged, findings))
     return out

@@ -159,7 +159,29 @@ def sequence(server: Server, request: SequenceRequest) -> Completion | RawRespon
         or body.get("frequency_penalty", 0) > 0
         or body.get("repetition_penalty", 1) > 1
     )
-    return Completion(status=200, content=_words(server.rng, 0.05 if penalised else 0.35))
+    return _penalty_answer(server.rng, 4.0 if penalised else 1.0)
+
+
+_VOCAB = [f"w{i}" for i in range(40)]
+_RAW = np.array([1.0 / (i + 1) for i in range(40)]) / sum(1.0 / (i + 1) for i in range(40))
+
+
+def _penalty_answer(rng: np.random.Generator, penalty: float, tokens: int = 32) -> Completion:
+    """32 tokens sampled from a fixed raw distribution, each token already drawn `penalty`
+    times less likely; the logprobs report the raw distribution."""
+    seen: set[int] = set()
+    entries = []
+    top = tuple((_VOCAB[i], math.log(_RAW[i])) for i in range(20))
+    for _ in range(tokens):
+        w = _RAW.copy()
+        for i in seen:
+            w[i] /= penalty
+        w /= w.sum()
+        i = int(rng.choice(len(w), p=w))
+        entries.append(TokenLogprob(_VOCAB[i], math.log(_RAW[i]), top))
+        seen.add(i)
+    return Completion(status=200, content=" ".join(e.token for e in entries),
+                      logprobs=tuple(entries))  # fmt: skip
 
 
 def _side(server: Server, cells: Sequence[Cell]) -> list[tuple[Completion, ...]]:

@@ -75,10 +75,3 @@ def test_truncation_cells_use_the_first_prompts_with_a_clear_set_and_put_the_val
 def test_a_plan_without_draws_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one draw"):
         SamplingPlan(reference_draws=0)
-
-
-def test_the_share_of_repeated_words_counts_each_word_seen_before() -> None:
-    from servegate.gates.sampling.sequences import reused_word_share
-
-    assert reused_word_share("Monday Tuesday monday, Tuesday!") == 0.5
-    assert reused_word_share("") == 0.0
