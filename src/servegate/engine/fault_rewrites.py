@@ -362,6 +362,9 @@ def perturb_embeddings(payload: Payload, scale: float) -> Payload | None:
 # The request keys of the samplers' truncations and penalties, under every name engines use.
 TRUNCATION_KEYS = ("top_p", "top_k", "min_p")
 PENALTY_KEYS = ("presence_penalty", "frequency_penalty", "repetition_penalty", "repeat_penalty")
+# What each penalty is when it does nothing.
+NO_PENALTY = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
+              "repeat_penalty": 1.0}  # fmt: skip
 
 
 def sampled(payload: Payload) -> bool:
@@ -386,6 +389,16 @@ def drop_keys(payload: Payload, keys: tuple[str, ...]) -> Payload | None:
     if not sampled(payload) or not any(k in payload for k in keys):
         return None
     return {k: v for k, v in payload.items() if k not in keys}
+
+
+def neutralise_penalties(payload: Payload) -> Payload | None:
+    """A sampled request whose penalties are set to the values at which they do nothing: the
+    request still says what it asked, the sampler applies none of it. (Dropping them instead
+    would let an engine's own defaults act: llama.cpp's repeat_penalty 1.1.)"""
+    if not sampled(payload):
+        return None
+    changed = {k: v for k, v in NO_PENALTY.items() if k in payload and payload[k] != v}
+    return {**payload, **changed} if changed else None
 
 
 def narrow_nucleus(payload: Payload, factor: float) -> Payload | None:

@@ -26,7 +26,6 @@ from servegate.engine.fault_rewrites import (
     DEFAULT_REASONING_TEXT,
     DEFAULT_SYSTEM_TEXT,
     JSON_FORMATS,
-    PENALTY_KEYS,
     TRUNCATION_KEYS,
     collapse_choice_events,
     collapse_choices,
@@ -39,6 +38,7 @@ from servegate.engine.fault_rewrites import (
     leak_reasoning_events,
     mirror_content,
     narrow_nucleus,
+    neutralise_penalties,
     perturb_embeddings,
     replace_temperature,
     response_format_type,
@@ -327,9 +327,9 @@ def seed_dropped(options: FaultOptions) -> Fault:
 
 
 def penalties_stripped(options: FaultOptions) -> Fault:
-    """presence, frequency and repetition penalties are dropped from sampled requests: a
-    penalty with no effect (vllm-ascend #7785, SGLang #3139)."""
-    return _rewrite_request(lambda p: drop_keys(p, PENALTY_KEYS))
+    """presence, frequency and repetition penalties of sampled requests do nothing (set to 0,
+    0 and 1): a penalty with no effect (vllm-ascend #7785, SGLang #3139)."""
+    return _rewrite_request(neutralise_penalties)
 
 
 def n_collapsed(options: FaultOptions) -> Fault:
@@ -418,7 +418,7 @@ FAULTS: dict[str, FaultSpec] = {
         seed_dropped,
     ),
     "penalties-stripped": FaultSpec(
-        "presence, frequency and repetition penalties are dropped from sampled requests",
+        "presence, frequency and repetition penalties of sampled requests do nothing (0, 0, 1)",
         penalties_stripped,
     ),
     "n-collapsed": FaultSpec(

@@ -274,7 +274,8 @@ def test_fault_options_refuse_values_that_mean_nothing(options: dict[str, Any]) 
                                                                   "top_p": 0.25}),
         ("seed-dropped", {"temperature": 1.0, "seed": 7}, {"temperature": 1.0}),
         ("penalties-stripped", {"temperature": 1.0, "presence_penalty": 1.5,
-                                "repeat_penalty": 1.3}, {"temperature": 1.0}),
+                                "repeat_penalty": 1.3}, {"temperature": 1.0,
+                                "presence_penalty": 0.0, "repeat_penalty": 1.0}),
     ],
 )  # fmt: skip
 async def test_a_sampling_fault_rewrites_what_the_engine_is_sent_and_never_a_greedy_request(

@@ -16,6 +16,7 @@ from servegate.engine.fault_rewrites import (
     collapse_choices,
     drop_keys,
     narrow_nucleus,
+    neutralise_penalties,
     replace_temperature,
     sampled,
 )
@@ -50,6 +51,15 @@ def test_dropped_keys_leave_everything_else() -> None:
     assert drop_keys(request, TRUNCATION_KEYS) == {**CHAT, "temperature": 1.0, "seed": 7}
     assert drop_keys({**CHAT, "temperature": 1.0}, PENALTY_KEYS) is None
     assert drop_keys({**CHAT, "temperature": 0, "top_p": 0.5}, TRUNCATION_KEYS) is None
+
+
+def test_neutralised_penalties_keep_the_request_s_keys_at_values_that_do_nothing() -> None:
+    request = {**CHAT, "temperature": 0.7, "frequency_penalty": 1.5, "repetition_penalty": 1.5}
+    assert neutralise_penalties(request) == {
+        **CHAT, "temperature": 0.7, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
+    }  # fmt: skip
+    assert neutralise_penalties({**CHAT, "temperature": 0.7, "presence_penalty": 0.0}) is None
+    assert neutralise_penalties({**CHAT, "temperature": 0, "presence_penalty": 1.5}) is None
 
 
 def test_a_narrowed_nucleus_scales_top_p_below_one_only() -> None:
