@@ -87,6 +87,18 @@ def engine() -> None:
     help="embed-perturb: noise added to each embedding, as a fraction of its norm [0.1].",
 )
 @click.option(
+    "--default-temperature",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="temperature-default: what replaces a sampled request's temperature [0.7].",
+)
+@click.option(
+    "--nucleus-factor",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="nucleus-narrowed: what top_p below 1 is multiplied by [0.5].",
+)
+@click.option(
     "--embeddings",
     is_flag=True,
     default=False,

@@ -17,6 +17,7 @@ from servegate.config.policy import (
     NumericsMeasurement,
     NumericsPolicy,
     Policy,
+    SamplingPolicy,
     Tolerance,
 )
 from servegate.config.slo import SLO, parse_slo
@@ -34,6 +35,7 @@ __all__ = [
     "PerformanceConfig",
     "Policy",
     "PositiveSeconds",
+    "SamplingPolicy",
     "Tolerance",
 ]
 
@@ -230,7 +232,15 @@ class GateConfig(_Frozen):
         default=None, description="The model name sent (default: the first model both list)."
     )
     gates: tuple[str, ...] = Field(
-        default=("startup", "numerics", "embeddings", "golden", "context", "performance"),
+        default=(
+            "startup",
+            "numerics",
+            "embeddings",
+            "golden",
+            "sampling",
+            "context",
+            "performance",
+        ),
         description="The gates to run, in this order.",
     )
     suite: Path | None = Field(

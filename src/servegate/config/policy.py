@@ -227,6 +227,36 @@ class NumericsPolicy(_Frozen):
     )
 
 
+class SamplingPolicy(_Frozen):
+    """How the sampling gate judges sampled first tokens (docs/gates.md, "sampling")."""
+
+    alpha: float = _key(
+        0.001,
+        "p-value, family-wise per check",
+        "A sampling check fails a side when its test rejects at this level: each check's prompts "
+        "are one family (Bonferroni: the smallest p times the number of prompts). Six checks "
+        "a side make the gate's false-alarm rate at most about 0.6 % for two servers that "
+        "sample alike; the faults it is for (a temperature replaced, sampled requests served "
+        "greedily, top_p dropped) reach p below 1e-10 at the default draws.",
+        gt=0.0,
+        lt=1.0,
+    )
+    min_expected: float = _key(
+        5.0,
+        "draws per bin",
+        "Categories (tokens) expected fewer times than this are pooled before the chi-square "
+        "tests (Cochran's rule); the tests' size at this rule is checked by simulation in the "
+        "unit tests.",
+        ge=1.0,
+    )
+    power: Fraction = _key(
+        0.9,
+        "probability",
+        "Presentation: every passing check states the smallest temperature error (sampling at "
+        "T·(1+x) or T/(1+x)) its test would have detected with at least this probability.",
+    )
+
+
 class Policy(_Frozen):
     """Verdict thresholds (servegate's defaults); a YAML policy file overrides them.
 
@@ -442,6 +472,10 @@ class Policy(_Frozen):
     numerics: NumericsPolicy = Field(
         default_factory=NumericsPolicy,
         description="Which numerics measurements are required.",
+    )
+    sampling: SamplingPolicy = Field(
+        default_factory=SamplingPolicy,
+        description="How sampled first tokens are judged (the sampling gate).",
     )
     models: dict[str, Tolerance] = Field(
         default_factory=dict,

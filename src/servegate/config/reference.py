@@ -20,6 +20,7 @@ from servegate.config.models import (
     NumericsPolicy,
     PerformanceConfig,
     Policy,
+    SamplingPolicy,
     Tolerance,
 )
 
@@ -94,6 +95,7 @@ def policy_reference() -> str:
         ),
         *_section("Canary (per interval)", _doc(CanaryPolicy), _table(CanaryPolicy, "canary.")),
         *_section("Numerics", _doc(NumericsPolicy), _table(NumericsPolicy, "numerics.")),
+        *_section("Sampling", _doc(SamplingPolicy), _table(SamplingPolicy, "sampling.")),
     ]
     return "\n".join(parts).rstrip("\n") + "\n"
 

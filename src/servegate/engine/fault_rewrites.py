@@ -355,3 +355,99 @@ def perturb_embeddings(payload: Payload, scale: float) -> Payload | None:
         touched = touched or moved != vector
         item["embedding"] = moved
     return changed if touched else None
+
+
+# --- sampling faults -------------------------------------------------------------------------
+
+# The request keys of the samplers' truncations and penalties, under every name engines use.
+TRUNCATION_KEYS = ("top_p", "top_k", "min_p")
+PENALTY_KEYS = ("presence_penalty", "frequency_penalty", "repetition_penalty", "repeat_penalty")
+# What each penalty is when it does nothing.
+NO_PENALTY = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
+              "repeat_penalty": 1.0}  # fmt: skip
+
+
+def sampled(payload: Payload) -> bool:
+    """Whether a completion request samples: a temperature above 0, or none given (every
+    server's own default samples)."""
+    if "messages" not in payload and "prompt" not in payload:
+        return False
+    temperature = payload.get("temperature")
+    return temperature is None or (isinstance(temperature, int | float) and temperature > 0)
+
+
+def replace_temperature(payload: Payload, temperature: float) -> Payload | None:
+    """A sampled request with its temperature replaced (0: served greedily); greedy requests
+    are untouched, so every temperature-0 check still holds (vLLM #15241's class)."""
+    if not sampled(payload):
+        return None
+    return {**payload, "temperature": temperature}
+
+
+def drop_keys(payload: Payload, keys: tuple[str, ...]) -> Payload | None:
+    """A sampled request without `keys` (the engine's own defaults apply instead)."""
+    if not sampled(payload) or not any(k in payload for k in keys):
+        return None
+    return {k: v for k, v in payload.items() if k not in keys}
+
+
+def neutralise_penalties(payload: Payload) -> Payload | None:
+    """A sampled request whose penalties are set to the values at which they do nothing: the
+    request still says what it asked, the sampler applies none of it. (Dropping them instead
+    would let an engine's own defaults act: llama.cpp's repeat_penalty 1.1.)"""
+    if not sampled(payload):
+        return None
+    changed = {k: v for k, v in NO_PENALTY.items() if k in payload and payload[k] != v}
+    return {**payload, **changed} if changed else None
+
+
+def narrow_nucleus(payload: Payload, factor: float) -> Payload | None:
+    """A sampled request whose top_p below 1 is multiplied by `factor`: the sampler keeps a
+    smaller nucleus than asked, every token it draws still inside the asked one."""
+    top_p = payload.get("top_p")
+    if not sampled(payload) or not isinstance(top_p, int | float) or not 0 < top_p < 1:
+        return None
+    return {**payload, "top_p": top_p * factor}
+
+
+def _copied_choice(choice: dict[str, Any], index: int) -> dict[str, Any]:
+    copied = copy.deepcopy(choice)
+    copied["index"] = index
+    return copied
+
+
+def collapse_choices(payload: Payload) -> Payload | None:
+    """An answer with n > 1 choices where every choice is a copy of choice 0 (vLLM #12584's
+    class: one output for n > 1, here repeated so the count still adds up)."""
+    choices = _choices(payload)
+    if len(choices) < 2:
+        return None
+    first = next((c for c in choices if c.get("index", 0) == 0), choices[0])
+    collapsed = copy.deepcopy(payload)
+    collapsed["choices"] = [_copied_choice(first, i) for i in range(len(choices))]
+    return collapsed
+
+
+def collapse_choice_events(n: int) -> EventRewrite:
+    """A stream rewriter for n > 1: each event of choice 0 is sent once per index, the events
+    of the other choices are dropped (their usage-only events are kept)."""
+
+    def rewrite(payload: Payload) -> list[Payload] | None:
+        choices = _choices(payload)
+        if not choices:
+            return None
+        if all(c.get("index", 0) == 0 for c in choices):
+            events = []
+            for i in range(n):
+                event = copy.deepcopy(payload)
+                event["choices"] = [_copied_choice(c, i) for c in choices]
+                events.append(event)
+            return events
+        kept = [c for c in choices if c.get("index", 0) == 0]
+        if kept:
+            event = copy.deepcopy(payload)
+            event["choices"] = kept
+            return rewrite(event)
+        return []
+
+    return rewrite

@@ -26,14 +26,21 @@ from servegate.engine.fault_rewrites import (
     DEFAULT_REASONING_TEXT,
     DEFAULT_SYSTEM_TEXT,
     JSON_FORMATS,
+    TRUNCATION_KEYS,
+    collapse_choice_events,
+    collapse_choices,
     drift_template,
+    drop_keys,
     drop_tool_fragment_events,
     has_tools,
     ignore_eos,
     leak_reasoning,
     leak_reasoning_events,
     mirror_content,
+    narrow_nucleus,
+    neutralise_penalties,
     perturb_embeddings,
+    replace_temperature,
     response_format_type,
     split_utf8_event,
     truncate_json,
@@ -56,6 +63,8 @@ class FaultOptions:
     runaway_max_tokens: int = 256  # eos-ignored: the length limit when a request sets none
     request_log: str = ""  # any fault: append each request received to this JSONL file
     perturb_scale: float = 0.1  # embed-perturb: noise length as a fraction of each vector's norm
+    default_temperature: float = 0.7  # temperature-default: what replaces a sampled temperature
+    nucleus_factor: float = 0.5  # nucleus-narrowed: top_p below 1 is multiplied by this
 
     def __post_init__(self) -> None:
         if self.threshold_chars < 0 or self.delay_ms < 0:
@@ -66,6 +75,10 @@ class FaultOptions:
             raise ValueError("truncate_fraction must be in (0, 1]")
         if not self.perturb_scale > 0:
             raise ValueError("perturb_scale must be greater than 0")
+        if not self.default_temperature > 0:
+            raise ValueError("default_temperature must be greater than 0 (sampled-greedy is 0)")
+        if not 0 < self.nucleus_factor < 1:
+            raise ValueError("nucleus_factor must be in (0, 1)")
 
 
 @dataclass(frozen=True)
@@ -273,6 +286,66 @@ def embed_perturb(options: FaultOptions) -> Fault:
     return fault
 
 
+def _rewrite_request(rewrite: Callable[[Payload], Payload | None]) -> Fault:
+    """A fault that rewrites chat and completion request bodies and nothing else."""
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        payload = _request_payload(request, body, "/chat/completions", "/completions")
+        rewritten = rewrite(payload) if payload is not None else None
+        return None if rewritten is None else Relay(json.dumps(rewritten).encode())
+
+    return fault
+
+
+def temperature_default(options: FaultOptions) -> Fault:
+    """A sampled request's temperature is replaced by `default_temperature`, as when vLLM
+    0.8.0-0.8.1 took the model's generation-config defaults over the request (#15241);
+    temperature-0 requests are untouched."""
+    return _rewrite_request(lambda p: replace_temperature(p, options.default_temperature))
+
+
+def sampled_greedy(options: FaultOptions) -> Fault:
+    """Sampled requests are served greedily (temperature 0): every draw is the argmax."""
+    return _rewrite_request(lambda p: replace_temperature(p, 0.0))
+
+
+def sampler_defaults(options: FaultOptions) -> Fault:
+    """A sampled request loses top_p, top_k and min_p: the engine's own defaults apply (llama.cpp
+    top_k 40, top_p 0.95, min_p 0.05; vLLM none of them)."""
+    return _rewrite_request(lambda p: drop_keys(p, TRUNCATION_KEYS))
+
+
+def nucleus_narrowed(options: FaultOptions) -> Fault:
+    """top_p below 1 is multiplied by `nucleus_factor`: a sampler that truncates the nucleus
+    wrongly (the class of vLLM #26859's FlashInfer top-p/top-k sampler)."""
+    return _rewrite_request(lambda p: narrow_nucleus(p, options.nucleus_factor))
+
+
+def seed_dropped(options: FaultOptions) -> Fault:
+    """The request's `seed` is dropped: the same seed no longer reproduces (vLLM #21310)."""
+    return _rewrite_request(lambda p: drop_keys(p, ("seed",)))
+
+
+def penalties_stripped(options: FaultOptions) -> Fault:
+    """presence, frequency and repetition penalties of sampled requests do nothing (set to 0,
+    0 and 1): a penalty with no effect (vllm-ascend #7785, SGLang #3139)."""
+    return _rewrite_request(neutralise_penalties)
+
+
+def n_collapsed(options: FaultOptions) -> Fault:
+    """Answers with n > 1 choices repeat choice 0 under every index, streamed or not (vLLM
+    #12584's one output for n > 1)."""
+
+    async def fault(request: web.Request, body: bytes) -> Relay | None:
+        payload = _request_payload(request, body, "/chat/completions", "/completions")
+        n = payload.get("n") if payload is not None else None
+        if not isinstance(n, int) or n < 2:
+            return None
+        return Relay(body, answer=collapse_choices, events=lambda: collapse_choice_events(n))
+
+    return fault
+
+
 def passthrough(options: FaultOptions) -> Fault:
     """No fault at all: the proxy in front of a clean engine, e.g. to log what it is sent."""
 
@@ -322,6 +395,35 @@ FAULTS: dict[str, FaultSpec] = {
         "each /v1/embeddings vector is moved off its direction (cosine 0.995 to the engine's at "
         "the default perturb_scale 0.1); everything else is untouched",
         embed_perturb,
+    ),
+    "temperature-default": FaultSpec(
+        "a sampled request's temperature is replaced by default_temperature (0.7); "
+        "temperature-0 requests are exact",
+        temperature_default,
+    ),
+    "sampled-greedy": FaultSpec(
+        "sampled requests are served greedily (temperature 0)",
+        sampled_greedy,
+    ),
+    "sampler-defaults": FaultSpec(
+        "sampled requests lose top_p, top_k and min_p: the engine's own defaults apply",
+        sampler_defaults,
+    ),
+    "nucleus-narrowed": FaultSpec(
+        "top_p below 1 is multiplied by nucleus_factor (0.5): a smaller nucleus than asked",
+        nucleus_narrowed,
+    ),
+    "seed-dropped": FaultSpec(
+        "the request's seed is dropped: the same seed no longer reproduces",
+        seed_dropped,
+    ),
+    "penalties-stripped": FaultSpec(
+        "presence, frequency and repetition penalties of sampled requests do nothing (0, 0, 1)",
+        penalties_stripped,
+    ),
+    "n-collapsed": FaultSpec(
+        "answers with n > 1 choices repeat choice 0 under every index, streamed or not",
+        n_collapsed,
     ),
     "passthrough": FaultSpec(
         "no fault: every request forwarded unchanged (with request_log: each one written down)",

@@ -13,7 +13,7 @@ from typing import Any
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.recording import Recorder, Result
-from servegate.gates import context, embeddings, golden, numerics, performance, startup
+from servegate.gates import context, embeddings, golden, numerics, performance, sampling, startup
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import GateResult, GateTime, Outcome, Severity, Status
 
@@ -43,6 +43,11 @@ async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -
     return golden.evaluate(evidence, cfg.policy, strict=cfg.strict)
 
 
+async def _sampling(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+    evidence = await sampling.collect(pair, cfg, progress=progress)
+    return sampling.evaluate(evidence, cfg.policy, strict=cfg.strict)
+
+
 async def _context(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
     evidence = await context.collect(pair, cfg, progress=progress)
     return context.evaluate(evidence, cfg.policy, strict=cfg.strict)
@@ -59,6 +64,7 @@ GATES: dict[str, GateRunner] = {
     "numerics": _numerics,
     "embeddings": _embeddings,
     "golden": _golden,
+    "sampling": _sampling,
     "context": _context,
     "performance": _performance,
 }

@@ -189,23 +189,31 @@ def _stored_fingerprint(store: Engine, stored: StoredBaseline, model: str | None
     return recorded.model_copy(update={"model": model, "stored_baseline": named})
 
 
-async def _performance_not_applicable(
-    pair: EndpointPair, cfg: GateConfig, progress: GateProgress
-) -> GateResult:
-    """The performance gate against a stored baseline: not applicable, skipped with its reason."""
-    why = (
+def _not_applicable_on_a_recording(name: str, why: str) -> GateRunner:
+    """A gate that a stored baseline cannot answer: skipped with its reason. Not applicable, not
+    "not measured": a skip never passes and never blocks, so a good candidate against a stored
+    baseline exits 0."""
+
+    async def skipped(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
+        return GateResult(name=name, status=Status.SKIP, summary=f"not applicable: {why}",
+                          not_applicable=(f"{name}: {why}",))  # fmt: skip
+
+    return skipped
+
+
+# What a stored baseline has nothing to compare with.
+ON_A_RECORDING = {
+    "performance": _not_applicable_on_a_recording(
+        "performance",
         "the baseline is a stored recording: latency and throughput are compared only between "
-        "live servers measured in interleaved blocks, where the drift of a shared machine cancels"
-    )
-    # Not applicable, not "not measured": a recording has no latency to compare, so the gate
-    # is skipped with its reason (a skip never passes and never blocks), and a good candidate
-    # against a stored baseline exits 0.
-    return GateResult(
-        name="performance",
-        status=Status.SKIP,
-        summary=f"not applicable: {why}",
-        not_applicable=(f"performance: {why}",),
-    )
+        "live servers measured in interleaved blocks, where the drift of a shared machine cancels",
+    ),
+    "sampling": _not_applicable_on_a_recording(
+        "sampling",
+        "the baseline is a stored recording: sampled draws are judged against a live baseline's "
+        "own draws and report, and a recording has no draws to sample again",
+    ),
+}
 
 
 def _resume_refusal(resume: ResumePoint, now: Mapping[str, Any]) -> str | None:
@@ -269,7 +277,7 @@ async def run(
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
     stored = _stored_baseline(cfg, store)
     if stored is not None:
-        gates = {**gates, "performance": _performance_not_applicable}
+        gates = {**gates, **ON_A_RECORDING}
     if cfg.baseline.launch is None and cfg.candidate.launch is None:
         b_url, c_url = (
             normalise_url(cfg.baseline.url_template),

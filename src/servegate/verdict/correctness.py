@@ -19,6 +19,7 @@ ROWS = (
     "numerical drift",
     "perplexity shift",
     "severe degeneration",
+    "sampled distribution",
     "long-context recall",
     "hangs",
     "start-up log",

@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 
 from servegate.config.loader import ConfigError, validate
-from servegate.config.models import CanaryPolicy, NumericsPolicy, Policy, Tolerance
+from servegate.config.models import (
+    CanaryPolicy,
+    NumericsPolicy,
+    Policy,
+    SamplingPolicy,
+    Tolerance,
+)
 from servegate.config.reference import policy_reference
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,12 +47,23 @@ def test_every_canary_key_is_read_by_the_canary(key: str) -> None:
     assert any(pattern.search(p.read_text(encoding="utf-8")) for p in JUDGES), key
 
 
-@pytest.mark.parametrize("model", [Policy, Tolerance, CanaryPolicy, NumericsPolicy])
+@pytest.mark.parametrize("key", list(SamplingPolicy.model_fields))
+def test_every_sampling_key_is_read_by_the_sampling_gate(key: str) -> None:
+    pattern = re.compile(rf"(policy\.sampling|\bsp)\.{key}\b")  # sp = policy.sampling
+    gate = (ROOT / "src/servegate/gates/sampling").rglob("*.py")
+    assert any(pattern.search(p.read_text(encoding="utf-8")) for p in gate), key
+
+
+@pytest.mark.parametrize("model", [Policy, Tolerance, CanaryPolicy, NumericsPolicy, SamplingPolicy])
 def test_every_key_has_a_unit_and_a_reason(
-    model: type[Policy] | type[Tolerance] | type[CanaryPolicy] | type[NumericsPolicy],
+    model: type[Policy]
+    | type[Tolerance]
+    | type[CanaryPolicy]
+    | type[NumericsPolicy]
+    | type[SamplingPolicy],
 ) -> None:
     for name, field in model.model_fields.items():
-        if name in ("tolerance", "models", "canary", "numerics"):
+        if name in ("tolerance", "models", "canary", "numerics", "sampling"):
             continue
         assert isinstance(field.json_schema_extra, dict), name
         assert field.json_schema_extra.get("unit"), name

@@ -261,3 +261,29 @@ def test_fault_options_travel_to_the_proxy_process_as_flags() -> None:
 def test_fault_options_refuse_values_that_mean_nothing(options: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="must"):
         FaultOptions(**options)
+
+
+@pytest.mark.parametrize(
+    ("name", "sent", "engine_sees"),
+    [
+        ("temperature-default", {"temperature": 1.0}, {"temperature": 0.7}),
+        ("sampled-greedy", {"temperature": 1.5}, {"temperature": 0.0}),
+        ("sampler-defaults", {"temperature": 1.0, "top_p": 0.5, "top_k": 2, "min_p": 0.1},
+         {"temperature": 1.0}),
+        ("nucleus-narrowed", {"temperature": 1.0, "top_p": 0.5}, {"temperature": 1.0,
+                                                                  "top_p": 0.25}),
+        ("seed-dropped", {"temperature": 1.0, "seed": 7}, {"temperature": 1.0}),
+        ("penalties-stripped", {"temperature": 1.0, "presence_penalty": 1.5,
+                                "repeat_penalty": 1.3}, {"temperature": 1.0,
+                                "presence_penalty": 0.0, "repeat_penalty": 1.0}),
+    ],
+)  # fmt: skip
+async def test_a_sampling_fault_rewrites_what_the_engine_is_sent_and_never_a_greedy_request(
+    name: str, sent: dict[str, Any], engine_sees: dict[str, Any], proxy: Proxy, engine: FakeEngine
+) -> None:
+    url = await proxy(name)
+    await _post(url, _chat(max_tokens=1, **sent))
+    assert engine.bodies[-1] == _chat(max_tokens=1, **engine_sees)
+    greedy = _chat(max_tokens=1, temperature=0, top_p=0.5, seed=7, presence_penalty=1.0)
+    await _post(url, greedy)
+    assert engine.bodies[-1] == greedy

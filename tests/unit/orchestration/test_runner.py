@@ -471,17 +471,20 @@ async def test_only_the_readiness_check_stops_the_gates_after_startup(
         assert golden.summary == "skipped: a side is not ready (see startup)"
 
 
-async def test_performance_against_a_stored_recording_is_not_applicable_and_a_good_run_exits_0(
-    urls: tuple[str, str],
+@pytest.mark.parametrize("gate", ["performance", "sampling"])
+async def test_a_gate_a_stored_recording_cannot_answer_is_not_applicable_and_a_good_run_exits_0(
+    urls: tuple[str, str], gate: str
 ) -> None:
     # Issue 20 item 9: the default gate list includes performance, which against a recording
     # was INCONCLUSIVE, so `gate --baseline-run NAME --candidate URL` exited 3 on a good
     # candidate. It is not applicable there: skipped with its reason, never a pass or a gap.
-    from servegate.orchestration.runner import _performance_not_applicable
+    # The sampling gate (issue 26) has no draws in a recording either.
+    from servegate.orchestration.runner import ON_A_RECORDING
     from servegate.verdict.rules import decide
 
-    cfg = _gates_cfg(urls, ("startup", "performance"))
-    result = await _performance_not_applicable(None, cfg, lambda *a: None)  # type: ignore[arg-type]
+    cfg = _gates_cfg(urls, ("startup", gate))
+    result = await ON_A_RECORDING[gate](None, cfg, lambda *a: None)  # type: ignore[arg-type]
+    assert result.name == gate
     assert result.status is Status.SKIP
     assert result.not_applicable
     assert result.not_measured == ()

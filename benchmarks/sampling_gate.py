@@ -1,0 +1,223 @@
+"""The sampling gate, measured: controls that must pass and faults that must fail, with repeats.
+
+Starts a clean baseline, then one candidate per row, and runs the real command line
+(`servegate gate --gates sampling`) against it, keeping each JSON report:
+
+- controls: the same server as both sides (127.0.0.1 and localhost), two clean servers, and on
+  the reference engine the benign `flash-attn` kernel path;
+- faults (the fault layer in front of a clean engine): temperature-default, sampled-greedy,
+  sampler-defaults, nucleus-narrowed, penalties-stripped, seed-dropped, n-collapsed (the last two
+  can only fail against a baseline that reproduces seeds and offers n > 1: not llama.cpp); on
+  the reference engine also the `logit-scale` weights (every logit × 0.8: the model itself
+  samples as at temperature 1.25, and reports it).
+
+    .venv/bin/python benchmarks/sampling_gate.py --out benchmarks/results/sampling/reference
+    .venv/bin/python benchmarks/sampling_gate.py --stock --out benchmarks/results/sampling/stock
+    .venv/bin/python benchmarks/sampling_gate.py --table benchmarks/results/sampling/reference
+
+`--vllm PYTHON` runs real vLLM instead (PYTHON: a vLLM venv's python, `bash scripts/setup.sh
+vllm`): one server answers as the baseline, and every fault sits in front of that same server
+(vLLM batches both sides' requests; two minutes a start on 2 cores); the second server of
+`two-servers` is started for that row alone.
+
+`--repeats N` runs each control N times (faults once); `--rows a,b` runs those rows only. Run it
+under the shared lock (`flock /tmp/servegate-heavy.lock …`): each row is one to five minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CONTROLS = ("same-server", "two-servers", "flash-attn")
+FAULTS = ("temperature-default", "sampled-greedy", "sampler-defaults", "nucleus-narrowed",
+          "penalties-stripped", "seed-dropped", "n-collapsed", "logit-scale")  # fmt: skip
+FAULT_LAYER = FAULTS[:7]
+REFERENCE_ONLY = ("flash-attn", "logit-scale")  # weight and flag variants of our own engine
+
+
+def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
+         "--candidate", candidate, "--gates", "sampling", "--json", str(out), "--no-store",
+         "--quiet", "--deadline-s", "180"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if not out.exists():
+        raise SystemExit(f"no report from {candidate}: exit {proc.returncode}\n{proc.stderr}")
+    return proc.returncode, time.perf_counter() - t0
+
+
+@contextmanager
+def _vllm(python: str, log: Path) -> Iterator[str]:
+    """A real vLLM server (servegate.engine.vllm_model serve) until the block ends."""
+    import urllib.request
+
+    from servegate.engine.process import free_port, spawn, stop_group
+
+    port = free_port()
+    process = spawn([python, "-m", "servegate.engine.vllm_model", "serve", "--port", str(port)],
+                    log)  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 900
+    try:
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"vLLM exited: see {log}")
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"vLLM not ready in 900 s: see {log}") from None
+                time.sleep(2)
+        yield url
+    finally:
+        stop_group(process, 30.0)
+
+
+@contextmanager
+def _fault(fault: str, upstream: str, log: Path) -> Iterator[str]:
+    """The fault layer in front of `upstream` (…/v1)."""
+    from servegate.engine.process import free_port, spawn, stop
+
+    port = free_port()
+    argv = [sys.executable, "-m", "servegate.engine.faults", fault, "--port", str(port),
+            "--upstream", upstream.removesuffix("/v1")]  # fmt: skip
+    process = spawn(argv, log)
+    time.sleep(3)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        stop(process, 5.0)
+
+
+@contextmanager
+def _candidate(
+    row: str, baseline_url: str, stock: bool, vllm: str | None, logs: Path
+) -> Iterator[str]:
+    from servegate.engine import start_engine
+
+    if row == "same-server":  # one process under two names: pair.at_once is off
+        yield baseline_url.replace("127.0.0.1", "localhost")
+        return
+    if vllm is not None:
+        if row == "two-servers":
+            with _vllm(vllm, logs / "vllm-candidate.log") as url:
+                yield url
+        else:
+            with _fault(row, baseline_url, logs / f"{row}.log") as url:
+                yield url
+        return
+    variant = row if row in REFERENCE_ONLY else "clean"
+    fault = row if row in FAULT_LAYER else None
+    with start_engine(variant, fault=fault, stock=stock) as engine:
+        yield engine.base_url
+
+
+@contextmanager
+def _baseline(stock: bool, vllm: str | None, logs: Path) -> Iterator[str]:
+    from servegate.engine import start_engine
+
+    if vllm is not None:
+        with _vllm(vllm, logs / "vllm-baseline.log") as url:
+            yield url
+        return
+    with start_engine("clean", stock=stock) as engine:
+        yield engine.base_url
+
+
+def run(
+    out_dir: Path, rows: tuple[str, ...], repeats: int, *, stock: bool, vllm: str | None = None
+) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    logs = out_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    with _baseline(stock, vllm, logs) as baseline_url:
+        for row in rows:
+            for i in range(repeats if row in CONTROLS else 1):
+                path = out_dir / f"{row}-{i + 1}.json"
+                with _candidate(row, baseline_url, stock, vllm, logs) as url:
+                    code, wall_s = _gate(baseline_url, url, path)
+                report = json.loads(path.read_text())
+                report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1),
+                                    "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+                path.write_text(json.dumps(report, indent=1))
+                print(line(row, report), flush=True)
+
+
+def _sampling(report: dict[str, Any]) -> dict[str, Any]:
+    return next(g for g in report["gates"] if g["name"] == "sampling")
+
+
+def _p(check: dict[str, Any]) -> str:
+    """The check's candidate value: `p 0.3 (4 prompt(s), 384 draws)` → `0.3`."""
+    text = str(check.get("candidate", "-"))
+    return text.split(" ")[1] if text.startswith("p ") else text
+
+
+def line(row: str, report: dict[str, Any]) -> str:
+    """One Markdown row: verdict, failed checks with the candidate's p, the headline checks' p,
+    draws (both sides), seconds."""
+    gate = _sampling(report)
+    checks = {c["name"]: c for c in gate["checks"]}
+    failed = [f"{n} ({_p(c)})" for n, c in checks.items() if c["outcome"] == "fail"]
+    gaps = [n for n, c in checks.items() if c["outcome"] == "not-measured"]
+    m = gate["metrics"]
+    head = ", ".join(
+        f"{n} {_p(checks[n])}" for n in ("reference_fit", "homogeneity") if n in checks
+    )
+    draws = (m.get("requests_baseline") or 0) + (m.get("requests_candidate") or 0)
+    bench = report.get("_bench", {})
+    return (
+        f"| {row} | {gate['status'].upper()} (exit {bench.get('exit_code', '-')}) | "
+        f"{'; '.join(failed) or '-'} | {head} | {', '.join(gaps) or '-'} | "
+        f"{m.get('candidate_logprobs_mode', '-')} | {draws} | {m.get('seconds', '-')} | "
+        f"{bench.get('wall_s', '-')} |"
+    )
+
+
+HEADER = (
+    "| row | verdict | failed checks (candidate p) | reference fit p, homogeneity p | "
+    "not measured | logprobs | requests (both sides) | gate s | wall s |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table(folder: Path) -> None:
+    print(HEADER)
+    for path in sorted(folder.glob("*.json")):
+        print(line(path.stem, json.loads(path.read_text())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path)
+    parser.add_argument("--stock", action="store_true")
+    parser.add_argument("--vllm", default=None, help="a vLLM venv's python")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rows", default=None, help="comma-separated rows (default: all)")
+    args = parser.parse_args()
+    if args.table:
+        table(args.table)
+        return
+    if args.out is None:
+        parser.error("--out or --table")
+    rows = tuple(args.rows.split(",")) if args.rows else (*CONTROLS, *FAULTS)
+    if args.stock or args.vllm:
+        rows = tuple(r for r in rows if r not in REFERENCE_ONLY)
+    print(HEADER, flush=True)
+    run(args.out, rows, args.repeats, stock=args.stock, vllm=args.vllm)
+
+
+if __name__ == "__main__":
+    main()

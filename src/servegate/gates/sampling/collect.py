@@ -1,0 +1,202 @@
+"""The sampling gate's I/O: a pilot per side, then every cell's draws on both sides.
+
+Draws are not isolated: each is the same request again, and a reused KV prefix changes the
+reported distribution by far less than these tests can see (the numerics gate measures that
+drift). Each side gets up to `plan.concurrency` draws at a time; the two sides run at once when
+the pair allows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from servegate.config.models import GateConfig
+from servegate.endpoints.errors import ErrorCategory
+from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.types import Completion, RawResponse
+from servegate.gates.pair import EndpointPair
+from servegate.gates.sampling.first_token import reported
+from servegate.gates.sampling.plan import (
+    NAME,
+    NEUTRALS,
+    Cell,
+    CellDraws,
+    Reported,
+    SamplingEvidence,
+    SamplingPlan,
+    SideSetup,
+    draw_request,
+    reference_cells,
+    tempered_cells,
+    truncation_cells,
+)
+from servegate.gates.sampling.sequences import SequenceDraws, SequenceRequest, sequence_requests
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+async def pilot(
+    pair: EndpointPair, ep: Endpoint, plan: SamplingPlan, deadline_s: float
+) -> SideSetup:
+    """The side's neutral sampler: the first of NEUTRALS it does not refuse (HTTP 4xx)."""
+    prompt = plan.prompts[0][1]
+    tried: list[str] = []
+    for i, neutral in enumerate(NEUTRALS):
+        body = draw_request(prompt, 1.0, neutral)
+        answer = await pair.send(
+            ep, "chat", body, gate=NAME, probe=f"pilot:{i}", deadline_s=deadline_s, isolate=False
+        )
+        error = answer.error
+        tried.append("answered" if error is None else f"{error.category} {error.status or ''}")
+        if error is None or error.category is not ErrorCategory.REJECTED:
+            logprobs = bool(answer.ok and answer.logprobs and answer.logprobs[0].top)
+            return SideSetup(neutral, logprobs, tuple(tried))
+    return SideSetup(NEUTRALS[-1], False, tuple(tried))
+
+
+async def _draws(
+    pair: EndpointPair,
+    ep: Endpoint,
+    cells: Sequence[Cell],
+    setup: SideSetup,
+    plan: SamplingPlan,
+    deadline_s: float,
+    done: Callable[[], None],
+) -> list[tuple[Completion, ...]]:
+    """Every draw of `cells` on one side, at most `plan.concurrency` at a time, in order."""
+    gate = asyncio.Semaphore(plan.concurrency)
+
+    async def one(cell: Cell) -> Completion:
+        async with gate:
+            body = cell.request(setup.neutral)
+            return await pair.send(
+                ep, "chat", body, gate=NAME, probe=cell.probe, deadline_s=deadline_s, isolate=False
+            )
+
+    async def all_of(cell: Cell) -> tuple[Completion, ...]:
+        answers = tuple(await asyncio.gather(*(one(cell) for _ in range(cell.draws))))
+        done()
+        return answers
+
+    return list(await asyncio.gather(*(all_of(cell) for cell in cells)))
+
+
+async def _cells(
+    pair: EndpointPair,
+    cells: Sequence[Cell],
+    setup: dict[str, SideSetup],
+    plan: SamplingPlan,
+    deadline_s: float,
+    done: Callable[[], None],
+) -> list[CellDraws]:
+    b, c = await pair.sides(
+        lambda: _draws(pair, pair.baseline, cells, setup["baseline"], plan, deadline_s, done),
+        lambda: _draws(pair, pair.candidate, cells, setup["candidate"], plan, deadline_s, done),
+    )
+    return [
+        CellDraws(cell, pair.body(cell.request(setup["baseline"].neutral)),
+                  pair.body(cell.request(setup["candidate"].neutral)), bd, cd)
+        for cell, bd, cd in zip(cells, b, c, strict=True)
+    ]  # fmt: skip
+
+
+async def _sequence(
+    pair: EndpointPair, ep: Endpoint, request: SequenceRequest, plan: SamplingPlan, dl: float
+) -> tuple[Completion | RawResponse, ...]:
+    """One sequence-level request `request.times` over on one side."""
+    probe = f"{request.kind}:{request.label}"
+    if request.raw:
+        recorded = pair.recording(ep, gate=NAME, probe=probe)
+        body = pair.body(request.body)
+        return tuple([await recorded.raw("POST", "/chat/completions", body, deadline_s=dl)
+                      for _ in range(request.times)])  # fmt: skip
+    if request.isolate:  # one at a time, each after the isolation request
+        return tuple([await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
+                                      deadline_s=dl) for _ in range(request.times)])  # fmt: skip
+    gate = asyncio.Semaphore(plan.concurrency)
+
+    async def one() -> Completion:
+        async with gate:
+            return await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
+                                   deadline_s=dl, isolate=False)  # fmt: skip
+
+    return tuple(await asyncio.gather(*(one() for _ in range(request.times))))
+
+
+async def sequences(
+    pair: EndpointPair, plan: SamplingPlan, setup: Mapping[str, SideSetup], dl: float
+) -> tuple[SequenceDraws, ...]:
+    """Seeds, n > 1 and penalties on both sides (at once when the pair allows it)."""
+
+    def requests(name: str) -> list[SequenceRequest]:
+        neutral = setup[name].neutral
+        return sequence_requests(plan.seeds, plan.choices_requests, plan.penalty_draws, neutral)
+
+    async def side(name: str) -> list[tuple[Completion | RawResponse, ...]]:
+        ep = pair.baseline if name == "baseline" else pair.candidate
+        return [await _sequence(pair, ep, r, plan, dl) for r in requests(name)]
+
+    b, c = await pair.sides(lambda: side("baseline"), lambda: side("candidate"))
+    return tuple(
+        SequenceDraws(r.kind, r.label, pair.body(r.body), bd, cd)
+        for r, bd, cd in zip(requests("baseline"), b, c, strict=True)
+    )
+
+
+async def collect(
+    pair: EndpointPair,
+    cfg: GateConfig,
+    *,
+    plan: SamplingPlan | None = None,
+    progress: ProgressFn | None = None,
+) -> SamplingEvidence:
+    """The pilots, the temperature-1 cells, then the tempered and truncation cells (whose
+    values come from the baseline's temperature-1 report)."""
+    plan = plan or SamplingPlan()
+    started = time.perf_counter()
+    dl = cfg.request_deadline_s
+    b_setup, c_setup = await pair.sides(
+        lambda: pilot(pair, pair.baseline, plan, dl), lambda: pilot(pair, pair.candidate, plan, dl)
+    )
+    setup = {"baseline": b_setup, "candidate": c_setup}
+    first = reference_cells(plan)
+    total = 2 * (len(first) + len(plan.temperatures) * len(plan.prompts)
+                 + len(plan.truncations) * plan.truncation_prompts)  # fmt: skip
+    finished = 0
+
+    def done() -> None:
+        nonlocal finished
+        finished += 1
+        if progress is not None:
+            progress(min(finished, total - 1), total, "draws")
+
+    refs = await _cells(pair, first, setup, plan, dl, done)
+    baseline: dict[str, Reported] = {}
+    for cd in refs:  # planning the next cells, not judging: the truncation values come from here
+        report = reported([c for c in cd.baseline if c.ok])
+        if report is not None:
+            baseline[cd.cell.prompt_id] = report
+    truncations = truncation_cells(plan, baseline)
+    planned = {str(c.kind) for c in truncations}
+    unplanned = tuple(
+        (str(kind), "no prompt's temperature-1 report on the baseline gives a kept set clear of "
+                    "the margins" if baseline else "the baseline gave no temperature-1 report")
+        for kind in plan.truncations if str(kind) not in planned
+    )  # fmt: skip
+    rest = await _cells(pair, [*tempered_cells(plan), *truncations], setup, plan, dl, done)
+    longer = await sequences(pair, plan, setup, dl)
+    if progress is not None:
+        progress(total, total, "")
+    return SamplingEvidence(
+        cells=(*refs, *rest),
+        setup=setup,
+        baseline_url=pair.baseline.base_url,
+        candidate_url=pair.candidate.base_url,
+        model=pair.model,
+        plan=plan,
+        seconds=time.perf_counter() - started,
+        unplanned=unplanned,
+        sequences=longer,
+    )
