@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from servegate.config.models import GateConfig
-from servegate.endpoints.recording import Recorder, Result
+from servegate.endpoints.recording import Recorder
 from servegate.gates import context, embeddings, golden, numerics, performance, sampling, startup
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import GateResult, GateTime, Outcome, Severity, Status
@@ -115,20 +115,10 @@ class _CountingRecorder:
         self.inner = inner
         self.counts: Counter[tuple[str, str]] = Counter()
 
-    def record(
-        self,
-        *,
-        gate: str,
-        probe: str,
-        side: str,
-        api: str,
-        request: Mapping[str, Any],
-        result: Result,
-    ) -> None:
-        self.counts[gate, side] += 1
-        self.inner.record(
-            gate=gate, probe=probe, side=side, api=api, request=request, result=result
-        )
+    def record(self, **fields: Any) -> None:
+        """Count the request by its gate and side, then hand it on unchanged."""
+        self.counts[fields["gate"], fields["side"]] += 1
+        self.inner.record(**fields)
 
     def of(self, gate: str) -> dict[str, int]:
         return {side: n for (g, side), n in sorted(self.counts.items()) if g == gate}
