@@ -82,7 +82,7 @@ def judge_canaries(
                 category="degeneration",
                 severity=Severity.CRITICAL,
                 side="candidate",
-                message=f"degenerate first answer ({kind}: {why}) where the baseline's is not",
+                message=f"degenerate first answer ({kind}: {why})",
                 baseline_excerpt=describe(a.baseline),
                 candidate_excerpt=describe(a.candidate),
                 curl=curl(candidate_url, a.probe.api, a.body),
