@@ -87,7 +87,7 @@ def _vllm(python: str, log: Path) -> Iterator[str]:
 @contextmanager
 def _fault(fault: str, upstream: str, log: Path) -> Iterator[str]:
     """The fault layer in front of `upstream` (…/v1)."""
-    from servegate.engine.process import free_port, spawn, stop
+    from servegate.engine.process import free_port, spawn, stop_group
 
     port = free_port()
     argv = [sys.executable, "-m", "servegate.engine.faults", fault, "--port", str(port),
@@ -97,7 +97,7 @@ def _fault(fault: str, upstream: str, log: Path) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
-        stop(process, 5.0)
+        stop_group(process, 5.0)
 
 
 @contextmanager
