@@ -31,8 +31,11 @@ parsing, latency) and recorded in --db: the comparison always, the prompts and a
 older than --retention-days are deleted; the files are created owner-only.
 
 The proxy's own endpoints: GET /servegate/metrics (Prometheus: content metrics of both sides,
-error/timeout counts, TTFT/E2EL histograms, exact-match counts, mirror queue depth and drops)
-and GET /servegate/healthz. Upstreams come only from these options; the user's Authorization
+error/timeout counts, TTFT/E2EL histograms, exact-match counts, mirror queue depth and drops),
+GET /servegate/healthz, and GET /servegate/sampled: the latest 5,000 sampled (temperature > 0)
+pairs judged as distributions — degenerate, empty and unparsable answers, stopping, length,
+symbols and the openings of repeated requests, by exact tests at --policy's `sampling.*` keys
+(docs/proxy.md). Upstreams come only from these options; the user's Authorization
 never reaches the candidate, which gets its own key from --candidate-key-env.
 
 In canary mode (--mode canary) users get the candidate's answer for a share of those requests:
@@ -120,7 +123,8 @@ def _bind(host: str, port: int, option: str, text: str) -> socket.socket:
     "policy_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="Canary mode: verdict policy YAML (its canary.* keys judge each interval).",
+    help="Verdict policy YAML: its canary.* keys judge each canary interval; its sampling.* keys "
+    "judge the sampled pairs (/servegate/sampled), in either mode.",
 )
 @click.option(
     "--secondary",
@@ -294,7 +298,7 @@ def proxy_command(
     from servegate.store.writer import DEFAULT_DB, open_engine
 
     host, port = _listen(listen)
-    policy = _policy(policy_path) if mode == "canary" else None
+    policy = _policy(policy_path)
     try:
         settings = ProxySettings(
             primary=Upstream.parse("primary", primary),
@@ -319,14 +323,14 @@ def proxy_command(
             primary_timeout_s=primary_timeout_s,
             seed=seed,
             candidate_deadlines=DeadlineRule()
-            if policy is None
+            if mode != "canary"
             else DeadlineRule.from_policy(policy),
         )
     except ProxySettingsError as exc:
         fail(str(exc), 2)
     if settings.mode == "shadow":
         for flag, value in (("--steps", steps), ("--interval", interval),
-                            ("--policy", policy_path), ("--secondary", secondary)):  # fmt: skip
+                            ("--secondary", secondary)):  # fmt: skip
             if value is not None:
                 fail(f"{flag} applies to --mode canary only; this proxy runs in shadow mode", 2)
     if capture is not None and settings.store_bodies == "none":
@@ -372,7 +376,8 @@ def proxy_command(
         sockets.append(admin_sock)
         admin_note = f"; admin endpoints on http://{admin_host}:{admin_sock.getsockname()[1]}"
     admin = AdminAccess.of(token, (s.getsockname()[:2] for s in sockets[1:]))
-    proxy = Proxy(settings, controller=controller, recorder=recorder, capture=capture, admin=admin)
+    proxy = Proxy(settings, controller=controller, recorder=recorder, capture=capture, admin=admin,
+                  sampling=policy.sampling)  # fmt: skip
     bound = sock.getsockname()[1]
     if controller is None:
         how = f"shadow, sample {settings.sample:g}"

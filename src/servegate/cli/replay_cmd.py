@@ -31,6 +31,12 @@ def _key(var: str | None, option: str) -> str | None:
 @click.option("--concurrency", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--timeout-s", type=click.FloatRange(0.001), default=120.0, show_default=True)
 @click.option(
+    "--policy", "policy_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Verdict policy YAML: its sampling.* keys (alpha, min_expected, power) judge the sampled "
+    "pairs.",
+)  # fmt: skip
+@click.option(
     "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
     help="Write the summary and every pair's comparison here.",
 )  # fmt: skip
@@ -42,15 +48,26 @@ def replay_command(
     candidate_key_env: str | None,
     concurrency: int,
     timeout_s: float,
+    policy_path: Path | None,
     json_out: Path | None,
 ) -> None:
     """Replay captured requests (`servegate proxy --capture`, or one OpenAI request body per
-    line) against BASELINE and CANDIDATE and compare each pair as the proxy does. Exit 0 pass,
-    1 fail (the candidate errs, degenerates, or breaks JSON/tool-call parsing where the
-    baseline did not), 2 bad input, 3 inconclusive (the baseline answered nothing)."""
+    line) against BASELINE and CANDIDATE and compare each pair as the proxy does. Temperature-0
+    pairs are judged answer by answer; sampled pairs (temperature above 0, or none given) as
+    distributions: degenerate, empty and unparsable answers, stopping and length by exact paired
+    tests, and a request repeated 10 times or more by the distribution of its answers' first
+    words (docs/proxy.md). Exit 0 pass, 1 fail (the candidate errs, degenerates, or breaks
+    JSON/tool-call parsing where the baseline did not, or samples another distribution), 2 bad
+    input, 3 inconclusive (the baseline answered nothing)."""
+    from servegate.config.loader import ConfigError, load_policy
+    from servegate.config.models import Policy
     from servegate.proxy.replay import TrafficFileError, judge, parse_traffic, replay
     from servegate.proxy.settings import ProxySettingsError, Upstream
 
+    try:
+        policy = Policy() if policy_path is None else load_policy(policy_path)
+    except ConfigError as exc:
+        fail(f"--policy: {exc}", 2)
     try:
         captured = parse_traffic(traffic)
         base = Upstream.parse("baseline", baseline)
@@ -70,7 +87,7 @@ def replay_command(
             timeout_s=timeout_s,
         )
     )
-    summary = judge(pairs)
+    summary = judge(pairs, policy.sampling)
     rate = (
         f"{summary.exact_matches}/{summary.greedy_pairs} exact (reported, not judged)"
         if summary.greedy_pairs
@@ -82,6 +99,12 @@ def replay_command(
     )
     for reason in summary.reasons:
         click.echo(f"  {reason}")
+    if summary.sampled_pairs:
+        click.echo(f"sampled pairs: {summary.sampled_pairs}, judged as distributions")
+        for c in summary.checks:
+            if c.name.startswith("sampled_"):
+                evidence = c.limit if c.measured else c.reason
+                click.echo(f"  {c.outcome.value}: {c.title} ({evidence})")
     if json_out is not None:
         data = {
             "summary": summary.as_dict(),

@@ -237,7 +237,9 @@ class SamplingPolicy(_Frozen):
         "are one family (Bonferroni: the smallest p times the number of prompts). Six checks "
         "a side make the gate's false-alarm rate at most about 0.6 % for two servers that "
         "sample alike; the faults it is for (a temperature replaced, sampled requests served "
-        "greedily, top_p dropped) reach p below 1e-10 at the default draws.",
+        "greedily, top_p dropped) reach p below 1e-10 at the default draws. `servegate replay` "
+        "and the proxy's /servegate/sampled judge sampled pairs at this level too (each of "
+        "their seven checks; docs/proxy.md).",
         gt=0.0,
         lt=1.0,
     )

@@ -30,6 +30,7 @@ from starlette.routing import Mount, Route
 
 from servegate.canary.flagger import flagger_routes
 from servegate.canary.protocol import CanaryController, RequestObservation, Side
+from servegate.config.policy import SamplingPolicy
 from servegate.endpoints.types import Completion
 from servegate.proxy.admin import AdminAccess
 from servegate.proxy.comparison import compare_pair
@@ -53,11 +54,13 @@ from servegate.proxy.forwarding import (
 from servegate.proxy.judging import PairJudge
 from servegate.proxy.limits import ByteBudget, path_escape
 from servegate.proxy.recording import RECORD_CHARS, Record, RecordSink, request_value
+from servegate.proxy.sampled import SampledWindow
 from servegate.proxy.settings import ProxySettings, Upstream
 from servegate.store.proxy_records import ProxyRecorder
 
 METRICS_PATH = "/servegate/metrics"
 HEALTH_PATH = "/servegate/healthz"
+SAMPLED_PATH = "/servegate/sampled"
 FLAGGER_PREFIX = "/servegate/flagger"
 CANARY_STOP_S = 5.0  # how long the controller gets to stop on its own at shutdown
 # Answers and pairs waiting for the judge's thread; beyond it one is measured or compared on the
@@ -89,6 +92,7 @@ class Proxy:
         recorder: ProxyRecorder | None = None,
         capture: Path | None = None,
         admin: AdminAccess | None = None,
+        sampling: SamplingPolicy | None = None,
     ) -> None:
         if settings.mode == "canary" and controller is None:
             raise ValueError("canary mode needs a CanaryController")
@@ -120,6 +124,8 @@ class Proxy:
         self._measured = 0  # on the judge's thread, under the lock
         self.dropped = 0
         self.pairs = 0
+        # Sampled pairs prove nothing one by one: the latest are judged as distributions.
+        self.sampled = SampledWindow(sampling or SamplingPolicy())
         self._primary_timeout = aiohttp.ClientTimeout(
             total=settings.primary_timeout_s, sock_connect=settings.primary_connect_timeout_s
         )
@@ -176,6 +182,7 @@ class Proxy:
             routes=[
                 Route(METRICS_PATH, self._metrics_endpoint, methods=["GET"]),
                 Route(HEALTH_PATH, self._health_endpoint, methods=["GET"]),
+                Route(SAMPLED_PATH, self._sampled_endpoint, methods=["GET"]),
                 # Flagger's webhooks, answered from the canary's snapshot (a shadow proxy has
                 # none: every hook answers "no canary judgement here", never a go).
                 *flagger_routes(
@@ -199,6 +206,10 @@ class Proxy:
     async def _health_endpoint(self, _request: Request) -> Response:
         health = self.health()
         return JSONResponse(health, 200 if health["status"] == "ok" else 503)
+
+    async def _sampled_endpoint(self, _request: Request) -> Response:
+        # The checks take milliseconds per thousand pairs: off the event loop all the same.
+        return JSONResponse(await asyncio.to_thread(self.sampled.judge))
 
     @property
     def mirrors_in_flight(self) -> int:
@@ -537,6 +548,8 @@ class Proxy:
         )
         self.metrics.served("candidate", comparison.candidate_metrics)
         self.metrics.paired(comparison)
+        if not comparison.greedy and comparison.candidate_opening is not None:
+            self.sampled.add(request, comparison)
         with self._pairs_lock:
             self.pairs += 1
         if self._sink is not None:

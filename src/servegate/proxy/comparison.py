@@ -16,6 +16,7 @@ from servegate.endpoints.types import Completion
 from servegate.gates.tokens import compare, cosine, token_pair
 from servegate.proxy.content import is_greedy, request_metrics
 from servegate.proxy.exchange import EMBEDDINGS_PATH, Exchange, completion_of
+from servegate.stats.degeneration import degeneration_metrics
 from servegate.stats.divergence import first_divergence
 
 
@@ -39,9 +40,34 @@ class PairComparison:
     ttft_delta_ms: float | None  # candidate − primary
     e2el_delta_ms: float | None
     min_embedding_cosine: float | None
+    # What the sampled pairs are judged on as distributions (proxy/sampled.py); None where a
+    # side gave no answer text (failed, or embeddings).
+    primary_length_chars: int | None = None
+    candidate_length_chars: int | None = None
+    primary_finish_reason: str | None = None
+    candidate_finish_reason: str | None = None
+    primary_opening: str | None = None  # the answer's first OPENING_WORDS words
+    candidate_opening: str | None = None
+    # Share of the answer's visible characters that are neither letters nor digits, 0..1.
+    primary_symbol_ratio: float | None = None
+    candidate_symbol_ratio: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# How much of an answer names its "opening": the category whose distribution sampled answers to
+# one repeated request are compared on (first words vary with the sampler, not with the length).
+OPENING_WORDS = 3
+
+
+def opening(completion: Completion) -> str:
+    """The answer's first OPENING_WORDS words; a tool call's name where there is no text."""
+    words = completion.text.split()[:OPENING_WORDS]
+    if words:
+        return " ".join(words)
+    calls = completion.tool_calls
+    return f"<tool {calls[0].name}>" if calls else "<empty>"
 
 
 def _delta(name: str, a: Mapping[str, float], b: Mapping[str, float]) -> float | None:
@@ -77,8 +103,14 @@ def compare_pair(
     greedy = is_greedy(request)
     both = p is not None and c is not None and p.ok and c.ok
     exact = divergence = token_divergence = same_finish = degenerate_why = None
+    shapes: dict[str, Any] = {}
     if both and p is not None and c is not None:
         same_finish = p.finish_reason == c.finish_reason
+        for side, answer in (("primary", p), ("candidate", c)):
+            shapes[f"{side}_length_chars"] = len(answer.text)
+            shapes[f"{side}_finish_reason"] = answer.finish_reason
+            shapes[f"{side}_opening"] = opening(answer)
+            shapes[f"{side}_symbol_ratio"] = degeneration_metrics(answer.text).symbol_ratio
         found = degenerate_relative(c.text, p.text)
         degenerate_why = None if found is None else found[1]
         if greedy:
@@ -105,4 +137,5 @@ def compare_pair(
         ttft_delta_ms=_delta("ttft_ms", pm, cm),
         e2el_delta_ms=_delta("e2el_ms", pm, cm),
         min_embedding_cosine=cos,
+        **shapes,
     )

@@ -17,11 +17,13 @@ from typing import Any
 
 import aiohttp
 
+from servegate.config.policy import SamplingPolicy
 from servegate.proxy.comparison import PairComparison, compare_pair
 from servegate.proxy.exchange import CHAT_PATH, COMPLETIONS_PATH, EMBEDDINGS_PATH, Exchange
+from servegate.proxy.sampled import SampledPair, sampled_checks
 from servegate.proxy.settings import Upstream
 from servegate.verdict.judgement import check, gate_result
-from servegate.verdict.model import Outcome
+from servegate.verdict.model import Check, Outcome
 from servegate.verdict.rules import decide
 
 
@@ -153,6 +155,7 @@ class ReplaySummary:
     pairs: int
     both_answered: int
     greedy_pairs: int
+    sampled_pairs: int  # judged as distributions (proxy/sampled.py), never pair by pair
     exact_matches: int
     baseline_errors: int
     candidate_errors: int  # failed where the baseline answered
@@ -162,9 +165,12 @@ class ReplaySummary:
     verdict: str  # pass | fail | inconclusive (verdict.rules.decide)
     exit_code: int  # the verdict's exit code (0 pass, 1 fail, 3 inconclusive)
     reasons: tuple[str, ...]
+    checks: tuple[Check, ...] = ()  # every check with its evidence, power and policy key
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["checks"] = [c.model_dump(mode="json") for c in self.checks]
+        return out
 
 
 def _regressed(name: str, c: PairComparison) -> bool:
@@ -174,27 +180,36 @@ def _regressed(name: str, c: PairComparison) -> bool:
 # What a replayed pair can show against the baseline, as checks of the gates' one rule.
 _REGRESSIONS = {
     "candidate_errors": "the candidate fails a request the baseline answered",
-    "candidate_degenerate": "the candidate's answer is degenerate where the baseline's is not",
+    "candidate_degenerate": "a temperature-0 answer of the candidate is degenerate where the "
+    "baseline's is not",
     "json_regressions": "the candidate's JSON does not parse where the baseline's does",
     "tool_call_regressions": "the candidate's tool-call arguments do not parse where the "
     "baseline's do",
 }
 
 
-def judge(pairs: Sequence[ReplayedPair]) -> ReplaySummary:
-    """Fail on what the gates call a regression (the candidate fails where the baseline did not:
-    errors, degenerate output, JSON or tool-call arguments that stop parsing); inconclusive when
-    no pair was answered by the baseline. Each is a check, and the run-level rule is the gates'
-    own (`verdict.rules.decide`). Exact-match rate is reported, not judged: a replay has no noise
-    floor to judge drift against."""
+def judge(pairs: Sequence[ReplayedPair], policy: SamplingPolicy | None = None) -> ReplaySummary:
+    """Fail on what the gates call a regression: the candidate fails a request the baseline
+    answered (any pair); on temperature-0 pairs, answer by answer, degenerate output and JSON or
+    tool-call arguments that stop parsing where the baseline's did not; on sampled pairs, where
+    either answer may be bad by chance, the same as distributions (proxy/sampled.py, at
+    `policy`'s level). Inconclusive when no pair was answered by the baseline. Each is a check,
+    and the run-level rule is the gates' own (`verdict.rules.decide`). Exact-match rate is
+    reported, not judged: a replay has no noise floor to judge drift against."""
     comps = [p.comparison for p in pairs]
+    greedy = [c for c in comps if c.greedy]
+    sampled = [
+        SampledPair.of(p.captured.body, p.comparison)
+        for p in pairs
+        if not p.comparison.greedy and p.captured.path != EMBEDDINGS_PATH
+    ]
     both = sum(1 for c in comps if c.primary_ok and c.candidate_ok)
     counts = {
         "baseline_errors": sum(1 for c in comps if not c.primary_ok),
         "candidate_errors": sum(1 for c in comps if c.primary_ok and not c.candidate_ok),
-        "candidate_degenerate": sum(1 for c in comps if c.candidate_degenerate),
-        "json_regressions": sum(1 for c in comps if _regressed("json_parse_failure", c)),
-        "tool_call_regressions": sum(1 for c in comps if _regressed("tool_call_parse_failure", c)),
+        "candidate_degenerate": sum(1 for c in greedy if c.candidate_degenerate),
+        "json_regressions": sum(1 for c in greedy if _regressed("json_parse_failure", c)),
+        "tool_call_regressions": sum(1 for c in greedy if _regressed("tool_call_parse_failure", c)),
     }
     answered = sum(1 for c in comps if c.primary_ok)
     checks = [
@@ -205,6 +220,7 @@ def judge(pairs: Sequence[ReplayedPair]) -> ReplaySummary:
         *(check(name, title, failed=counts[name] > 0, candidate=str(counts[name]),
                 limit="0", reason=f"{name.replace('_', ' ')}: {counts[name]}")
           for name, title in _REGRESSIONS.items()),
+        *(sampled_checks(sampled, policy or SamplingPolicy()) if sampled else ()),
     ]  # fmt: skip
     verdict = decide([gate_result("replay", checks)])
     if not answered:
@@ -215,9 +231,11 @@ def judge(pairs: Sequence[ReplayedPair]) -> ReplaySummary:
         pairs=len(comps),
         both_answered=both,
         greedy_pairs=sum(1 for c in comps if c.exact_match is not None),
+        sampled_pairs=len(sampled),
         exact_matches=sum(1 for c in comps if c.exact_match),
         verdict=verdict.status.value,
         exit_code=verdict.exit_code,
         reasons=reasons,
+        checks=tuple(checks),
         **counts,
     )

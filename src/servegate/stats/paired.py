@@ -68,3 +68,59 @@ def mcnemar_exact(counts: PairedCounts) -> McNemarResult:
     two_sided = min(Fraction(1), 2 * _binomial_tail_at_least(n_d - smaller, n_d))
     worse = _binomial_tail_at_least(b, n_d)
     return McNemarResult(counts, float(two_sided), float(worse))
+
+
+def sign_test(greater: int, less: int, *, two_sided: bool = True) -> float:
+    """Exact sign test: `greater` pairs where the candidate's value is the larger, `less` where
+    it is the smaller (ties carry no information and are left out). Under "no change" each
+    untied pair is a fair coin; one-sided, the alternative is "the candidate's is larger". No
+    untied pair: p = 1."""
+    result = mcnemar_exact(PairedCounts(0, 0, greater, less))
+    return result.p_two_sided if two_sided else result.p_candidate_worse
+
+
+def _binomial_at_least(k: int, n: int, rate: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, rate)."""
+    return sum(math.comb(n, i) * rate**i * (1 - rate) ** (n - i) for i in range(k, n + 1))
+
+
+def fewest_one_way(alpha: float, *, two_sided: bool) -> int:
+    """The fewest discordant pairs, all going the candidate's way and none the other, that
+    reject at `alpha` (p = 0.5^k one-sided, twice that two-sided)."""
+    k = 0
+    while (2.0 if two_sided else 1.0) * 0.5**k >= alpha:
+        k += 1
+    return k
+
+
+def _bisect(at_least: int, n: int, power: float, lo: float) -> float:
+    """The smallest rate r in [lo, 1] with P(Binomial(n, r) >= at_least) >= power."""
+    hi = 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if _binomial_at_least(at_least, n, mid) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def detectable_share(
+    n: int, alpha: float, power: float, *, two_sided: bool = False
+) -> float | None:
+    """McNemar's power over `n` pairs: the smallest share r of pairs where the candidate fails
+    and the baseline does not (the reverse never happening) that makes the test reject at
+    `alpha` with probability >= `power`. None when even n such pairs cannot reject."""
+    k = fewest_one_way(alpha, two_sided=two_sided)
+    return None if k > n else _bisect(k, n, power, 0.0)
+
+
+def sign_detectable(n: int, alpha: float, power: float, *, two_sided: bool = True) -> float | None:
+    """The sign test's power over `n` untied pairs: the smallest probability q >= 1/2 that the
+    candidate's value is the larger (two-sided: or, by symmetry, the smaller) that makes the
+    test reject at `alpha` with probability >= `power`. None when `n` pairs cannot reject."""
+    sides = 2 if two_sided else 1
+    for k in range(n // 2, n + 1):
+        if sides * float(_binomial_tail_at_least(k, n)) < alpha:
+            return _bisect(k, n, power, 0.5)
+    return None

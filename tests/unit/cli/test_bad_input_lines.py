@@ -266,3 +266,19 @@ def test_gate_names_the_config_file_key_for_a_value_from_the_file(tmp_path: Path
         2,
         [f"servegate: error: {config}: request_deadline_s: Input should be greater than 0"],
     )
+
+
+def test_replays_bad_policy_is_one_line_before_anything_is_sent(tmp_path: Path) -> None:
+    traffic = tmp_path / "traffic.jsonl"
+    traffic.write_text('{"messages": [{"role": "user", "content": "hi"}], "temperature": 1}\n')
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("sampling:\n  min_expected: 0\n")
+    # unreachable upstreams: had anything been sent, the error would be another one
+    code, lines = _invoke(
+        "replay", str(traffic), "--baseline", "http://127.0.0.1:9/v1",
+        "--candidate", "http://127.0.0.1:9/x/v1", "--policy", str(policy),
+    )  # fmt: skip
+    assert code == 2
+    assert len(lines) == 1
+    assert lines[0].startswith("servegate: error: --policy: ")
+    assert "sampling.min_expected" in lines[0]

@@ -15,7 +15,8 @@ P, C = "http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"
 def test_help_explains_the_mirror_and_its_endpoints() -> None:
     result = CliRunner().invoke(proxy_command, ["--help"])
     assert result.exit_code == 0
-    for words in ("/servegate/metrics", "/servegate/healthz", "--sample", "bounded queue",
+    for words in ("/servegate/metrics", "/servegate/healthz", "/servegate/sampled", "--sample",
+                  "bounded queue",
                   "never reaches the candidate", "redacted"):  # fmt: skip
         assert words in " ".join(result.output.split()), words
 
@@ -153,3 +154,18 @@ def test_a_key_with_a_line_break_is_refused_at_start_naming_the_variable(
     assert "SERVEGATE_TEST_PROXY_KEY" in line
     assert "line break" in line
     assert NEWLINE_KEY not in done.stderr
+
+
+def test_a_shadow_proxys_policy_is_read_and_a_bad_one_named_before_it_listens(
+    tmp_path: Path,
+) -> None:
+    # --policy applies in shadow mode too: its sampling.* keys judge /servegate/sampled
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("sampling:\n  alpha: 2\n")
+    argv = ["--primary", P, "--candidate", C, "--db", str(tmp_path / "p.db"),
+            "--policy", str(policy)]  # fmt: skip
+    result = CliRunner().invoke(proxy_command, argv)
+    assert result.exit_code == 2
+    assert result.output.startswith("servegate: error: --policy: ")
+    assert "sampling.alpha" in result.output
+    assert result.output.count("\n") == 1

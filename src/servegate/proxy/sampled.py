@@ -1,0 +1,308 @@
+"""Sampled pairs (temperature above 0) judged as distributions, never answer by answer.
+
+Two sampled answers to one request differ on a healthy server, and either may be degenerate or
+unparsable by chance, so a sampled pair proves nothing alone. Over many pairs the sides must
+agree in distribution, each check an exact paired test at `sampling.alpha` (the sampling gate's
+level, family-wise per check; six or seven checks keep the replay's false-alarm rate under about
+0.7 % for two servers that sample alike):
+
+- `sampled_degenerate`, `sampled_empty`, `sampled_json`: McNemar's exact test, one-sided — the
+  candidate's answer is degenerate (empty, unparsable JSON where JSON was asked) where the
+  baseline's is not more often than the reverse;
+- `sampled_finish`: McNemar, two-sided, on stopping by itself (`stop`/`tool_calls`) against
+  running to the length limit — an ignored end-of-sequence token, or answers cut short;
+- `sampled_length`: the sign test, two-sided, on the answers' lengths in characters;
+- `sampled_symbols`: the sign test, one-sided, on the share of the answer that is punctuation
+  and symbols — sampled garbage from a broken kernel (`and a-, the)` where the baseline wrote
+  `The city I'm`) is word salad, not the runs of one symbol the absolute degeneration check
+  looks for;
+- `sampled_openings`: for a request repeated at least MIN_REPEATS times (the same body but for
+  its seed, user and streaming), Pearson's homogeneity test on the answers' first words across
+  sides (rare openings pooled to `sampling.min_expected`), Bonferroni across such requests — a
+  candidate that answers greedily, or at another temperature, opens differently.
+
+Every passing check states its power (what a pass rules out, at `sampling.power`); a check
+whose pairs cannot reach `sampling.alpha` at all is not measured, never a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servegate.config.policy import SamplingPolicy
+from servegate.proxy.comparison import PairComparison
+from servegate.stats.goodness_of_fit import bonferroni, homogeneity
+from servegate.stats.paired import (
+    PairedCounts,
+    detectable_share,
+    mcnemar_exact,
+    sign_detectable,
+    sign_test,
+)
+from servegate.verdict.judgement import check, judge, not_measured
+from servegate.verdict.model import Check, Status
+
+# A request seen fewer times than this gets no openings test of its own: with fewer answers a
+# side, a collapse to one opening cannot reach p below 0.001 (measured in the unit tests).
+MIN_REPEATS = 10
+# What may differ between two sends of one request without changing the distribution asked for.
+NOT_THE_DISTRIBUTION = frozenset({"seed", "user", "stream", "stream_options"})
+STOPPED = frozenset({"stop", "tool_calls"})
+
+
+def request_key(request: Mapping[str, Any]) -> str:
+    """Requests with equal keys ask for one distribution (seed, user and streaming aside)."""
+    kept = {k: v for k, v in request.items() if k not in NOT_THE_DISTRIBUTION}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class SampledPair:
+    """How the two answers to one sampled request compared; `key` is the request's
+    `request_key` (what the proxy keeps instead of the request)."""
+
+    key: str
+    comparison: PairComparison
+
+    @classmethod
+    def of(cls, request: Mapping[str, Any], comparison: PairComparison) -> SampledPair:
+        return cls(request_key(request), comparison)
+
+
+def _answered(pair: SampledPair) -> bool:
+    c = pair.comparison
+    return c.primary_ok and c.candidate_ok and c.candidate_opening is not None
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} %"
+
+
+def _paired_check(
+    name: str,
+    title: str,
+    comps: Sequence[PairComparison],
+    failed_on: Callable[[Mapping[str, float]], bool | None],
+    what: str,
+    policy: SamplingPolicy,
+) -> Check:
+    """McNemar's one-sided test: `failed_on(metrics)` True where that side's answer is bad, None
+    where the pair does not have it (a pair counts only where both sides do)."""
+    outcomes = [(failed_on(c.primary_metrics), failed_on(c.candidate_metrics)) for c in comps]
+    kept = [(not b, not c) for b, c in outcomes if b is not None and c is not None]
+    share = detectable_share(len(kept), policy.alpha, float(policy.power))
+    if share is None:
+        return not_measured(name, title, f"{len(kept)} sampled pair(s) cannot reach p < "
+                            f"{policy.alpha:g}: too few to tell {what} from chance")  # fmt: skip
+    counts = PairedCounts.from_outcomes([b for b, _ in kept], [c for _, c in kept])
+    p = mcnemar_exact(counts).p_candidate_worse
+    return check(
+        name, title, failed=p < policy.alpha,
+        candidate=f"{counts.regressions} pair(s) {what} where the baseline's is not",
+        baseline=f"{counts.improvements} pair(s) the reverse, of {len(kept)}",
+        limit=f"McNemar one-sided p {p:.3g} < {policy.alpha:g}; power: {what} on ≥ "
+        f"{_pct(share)} of pairs would be caught with probability ≥ {float(policy.power):g}",
+        policy_key="sampling.alpha",
+        reason=f"the candidate's answer is {what} where the baseline's is not in "
+        f"{counts.regressions} pair(s), the reverse in {counts.improvements} (p {p:.3g})",
+    )  # fmt: skip
+
+
+def _metric(name: str) -> Callable[[Mapping[str, float]], bool | None]:
+    def failed(metrics: Mapping[str, float]) -> bool | None:
+        value = metrics.get(name)
+        return None if value is None else value == 1.0
+
+    return failed
+
+
+def _finish_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Check:
+    name, title = "sampled_finish", "sampled answers stop by themselves as the baseline's do"
+    stops = [
+        (c.primary_finish_reason in STOPPED, c.candidate_finish_reason in STOPPED) for c in comps
+    ]
+    counts = PairedCounts.from_outcomes([b for b, _ in stops], [c for _, c in stops])
+    share = detectable_share(len(stops), policy.alpha, float(policy.power), two_sided=True)
+    if share is None:
+        return not_measured(name, title, f"{len(stops)} sampled pair(s) cannot reach p < "
+                            f"{policy.alpha:g}")  # fmt: skip
+    p = mcnemar_exact(counts).p_two_sided
+    return check(
+        name, title, failed=p < policy.alpha,
+        candidate=f"{counts.regressions} pair(s) ran to the limit where the baseline stopped",
+        baseline=f"{counts.improvements} pair(s) the reverse, of {len(stops)}",
+        limit=f"McNemar two-sided p {p:.3g} < {policy.alpha:g}; power: a change in stopping on "
+        f"≥ {_pct(share)} of pairs caught with probability ≥ {float(policy.power):g}",
+        policy_key="sampling.alpha",
+        reason=f"stopping changed: {counts.regressions} pair(s) ran to the limit where the "
+        f"baseline stopped, {counts.improvements} the reverse (p {p:.3g})",
+    )  # fmt: skip
+
+
+def _length_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Check:
+    name, title = "sampled_length", "sampled answers are as long as the baseline's"
+    lengths = [(c.primary_length_chars or 0, c.candidate_length_chars or 0) for c in comps]
+    longer = sum(1 for b, c in lengths if c > b)
+    shorter = sum(1 for b, c in lengths if c < b)
+    q = sign_detectable(longer + shorter, policy.alpha, float(policy.power))
+    if q is None:
+        return not_measured(name, title, f"{longer + shorter} untied sampled pair(s) cannot "
+                            f"reach p < {policy.alpha:g}")  # fmt: skip
+    p = sign_test(longer, shorter)
+    return check(
+        name, title, failed=p < policy.alpha,
+        candidate=f"longer in {longer} pair(s), shorter in {shorter}",
+        baseline=f"{len(lengths) - longer - shorter} tie(s), of {len(lengths)}",
+        limit=f"sign test two-sided p {p:.3g} < {policy.alpha:g}; power: a candidate longer (or "
+        f"shorter) in ≥ {_pct(q)} of untied pairs caught with probability ≥ "
+        f"{float(policy.power):g}",
+        policy_key="sampling.alpha",
+        reason=f"answer lengths moved: the candidate's is longer in {longer} pair(s), shorter "
+        f"in {shorter} (p {p:.3g})",
+    )  # fmt: skip
+
+
+def _symbols_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Check:
+    name, title = "sampled_symbols", "sampled answers are no more symbol-heavy than the baseline's"
+    ratios = [(c.primary_symbol_ratio or 0.0, c.candidate_symbol_ratio or 0.0) for c in comps]
+    more = sum(1 for b, c in ratios if c > b)
+    less = sum(1 for b, c in ratios if c < b)
+    q = sign_detectable(more + less, policy.alpha, float(policy.power), two_sided=False)
+    if q is None:
+        return not_measured(name, title, f"{more + less} untied sampled pair(s) cannot reach "
+                            f"p < {policy.alpha:g}")  # fmt: skip
+    p = sign_test(more, less, two_sided=False)
+    mean = sum(c for _, c in ratios) / len(ratios)
+    base = sum(b for b, _ in ratios) / len(ratios)
+    return check(
+        name, title, failed=p < policy.alpha,
+        candidate=f"more symbols in {more} pair(s), fewer in {less}; mean share {mean:.0%}",
+        baseline=f"mean share {base:.0%}, of {len(ratios)} pairs",
+        limit=f"sign test one-sided p {p:.3g} < {policy.alpha:g}; power: a candidate more "
+        f"symbol-heavy in ≥ {_pct(q)} of untied pairs caught with probability ≥ "
+        f"{float(policy.power):g}",
+        policy_key="sampling.alpha",
+        reason=f"the candidate's answers are more punctuation and symbols than the baseline's "
+        f"in {more} pair(s), less in {less} (mean {mean:.0%} against {base:.0%}; p {p:.3g})",
+    )  # fmt: skip
+
+
+def _openings_check(pairs: Sequence[SampledPair], policy: SamplingPolicy) -> Check:
+    name = "sampled_openings"
+    title = "repeated sampled requests open with the baseline's distribution of first words"
+    groups: dict[str, list[PairComparison]] = {}
+    for pair in pairs:
+        c = pair.comparison
+        if c.primary_opening is not None and c.candidate_opening is not None:
+            groups.setdefault(pair.key, []).append(c)
+    tested = {k: v for k, v in groups.items() if len(v) >= MIN_REPEATS}
+    if not tested:
+        why = f"no sampled request was repeated {MIN_REPEATS} times or more (nothing to compare"
+        return not_measured(name, title, why + " the distributions of answers on)")
+    # The family: the repeated requests whose draws could show even the least visible collapse
+    # (a candidate giving the baseline's commonest opening every time) — chosen from the
+    # baseline's answers alone, so the choice cannot favour either verdict.
+    counts = [
+        (Counter(c.primary_opening or "" for c in comps),
+         Counter(c.candidate_opening or "" for c in comps))
+        for comps in tested.values()
+    ]  # fmt: skip
+    collapse = sorted(
+        (_homogeneity_p(b, {b.most_common(1)[0][0]: b.total()}, policy), i)
+        for i, (b, _) in enumerate(counts)
+    )
+    kept = max((m for m in range(1, len(collapse) + 1) if collapse[m - 1][0] * m < policy.alpha),
+               default=0)  # fmt: skip
+    if not kept:
+        why = (f"none of the {len(tested)} repeated request(s) could tell even a candidate "
+               "answering one opening every time from the baseline: too few repeats for how "
+               "diverse its answers are")  # fmt: skip
+        return not_measured(name, title, why)
+    family = [counts[i] for _, i in collapse[:kept]]
+    detectable = collapse[kept - 1][0] * kept
+    p_values, worst = [], ("", 1.0, 0, 0)
+    for base, cand in family:
+        p_values.append(_homogeneity_p(base, cand, policy))
+        if p_values[-1] <= worst[1]:
+            worst = (cand.most_common(1)[0][0], p_values[-1], len(base), len(cand))
+    adjusted, rejects = bonferroni(p_values, policy.alpha)
+    return check(
+        name, title, failed=rejects,
+        candidate=f"smallest p {min(p_values):.3g} over {kept} of {len(tested)} repeated "
+        f"request(s) (those whose draws can show a collapse); the "
+        f"candidate's commonest opening there {worst[0]!r} ({worst[3]} distinct openings)",
+        baseline=f"{worst[2]} distinct openings",
+        limit=f"Pearson homogeneity, Bonferroni-adjusted p {adjusted:.3g} < {policy.alpha:g}; "
+        f"power: a candidate answering the baseline's commonest opening every time (a greedy "
+        f"sampler) gives adjusted p ≤ {detectable:.3g} on these draws",
+        policy_key="sampling.alpha",
+        reason=f"a repeated request's answers open differently on the candidate (adjusted p "
+        f"{adjusted:.3g}; {worst[3]} distinct openings against the baseline's {worst[2]})",
+    )  # fmt: skip
+
+
+def _homogeneity_p(a: Mapping[str, int], b: Mapping[str, int], policy: SamplingPolicy) -> float:
+    fit = homogeneity(a, b, min_expected=policy.min_expected)
+    return 1.0 if fit is None else fit.p_value
+
+
+def sampled_checks(pairs: Sequence[SampledPair], policy: SamplingPolicy) -> list[Check]:
+    """The distribution checks over the sampled pairs both sides answered (module doc)."""
+    answered = [p for p in pairs if _answered(p)]
+    comps = [p.comparison for p in answered]
+    return [
+        _paired_check("sampled_degenerate", "sampled answers degenerate no more often than the "
+                      "baseline's", comps, _metric("garbage"), "degenerate", policy),
+        _paired_check("sampled_empty", "sampled answers are empty no more often than the "
+                      "baseline's", comps, _metric("empty_output"), "empty", policy),
+        _paired_check("sampled_json", "sampled JSON answers parse as often as the baseline's",
+                      comps, _metric("json_parse_failure"), "unparsable JSON", policy),
+        _finish_check(comps, policy),
+        _length_check(comps, policy),
+        _symbols_check(comps, policy),
+        _openings_check(answered, policy),
+    ]  # fmt: skip
+
+
+# The live proxy judges the latest sampled pairs: enough for the openings of a popular request
+# to be tested (MIN_REPEATS each), bounded so that a long shadow holds a few MB at most.
+WINDOW = 5000
+
+
+class SampledWindow:
+    """The latest WINDOW sampled pairs the proxy compared, and their judgement on demand
+    (`servegate proxy`'s /servegate/sampled). `add` runs on the judge's thread, `judge` on a
+    worker thread: both under one lock, the checks on a copy."""
+
+    def __init__(self, policy: SamplingPolicy, size: int = WINDOW) -> None:
+        self.policy = policy
+        self._pairs: deque[SampledPair] = deque(maxlen=size)
+        self._lock = threading.Lock()
+        self.seen = 0  # every sampled pair added, the window's and those it let go
+
+    def add(self, request: Mapping[str, Any], comparison: PairComparison) -> None:
+        pair = SampledPair.of(request, comparison)
+        with self._lock:
+            self._pairs.append(pair)
+            self.seen += 1
+
+    def judge(self) -> dict[str, Any]:
+        """The sampled checks over the window: the status by the gates' one rule (pass, fail,
+        inconclusive when nothing is measurable yet), each check with its evidence."""
+        with self._lock:
+            pairs, seen = list(self._pairs), self.seen
+        checks = sampled_checks(pairs, self.policy) if pairs else []
+        status, summary = judge(checks) if checks else (Status.INCONCLUSIVE, "no sampled pairs")
+        return {
+            "status": status.value,
+            "summary": summary,
+            "pairs": len(pairs),
+            "pairs_seen": seen,
+            "window": self._pairs.maxlen,
+            "checks": [c.model_dump(mode="json") for c in checks],
+        }
