@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -135,9 +136,9 @@ def run(out_dir: Path, rows: tuple[str, ...], repeats: int) -> None:
 
 
 def _p(limit: str) -> str:
-    """`McNemar one-sided p 0.5 < 0.001; …` → `0.5`."""
-    head = limit.split(" < ")[0]
-    return head.rsplit(" ", 1)[-1] if " p " in f" {head}" else "-"
+    """`fails at McNemar one-sided p < 0.001 (here p 0.5); …` → `0.5`."""
+    found = re.search(r"\(here p ([^)]+)\)", limit)
+    return found.group(1) if found else "-"
 
 
 SAMPLED = ("sampled_degenerate", "sampled_empty", "sampled_finish", "sampled_length",

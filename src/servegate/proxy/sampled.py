@@ -105,7 +105,8 @@ def _paired_check(
         name, title, failed=p < policy.alpha,
         candidate=f"{counts.regressions} pair(s) {what} where the baseline's is not",
         baseline=f"{counts.improvements} pair(s) the reverse, of {len(kept)}",
-        limit=f"McNemar one-sided p {p:.3g} < {policy.alpha:g}; power: {what} on ≥ "
+        limit=f"fails at McNemar one-sided p < {policy.alpha:g} (here p {p:.3g}); "
+        f"power: {what} on ≥ "
         f"{_pct(share)} of pairs would be caught with probability ≥ {float(policy.power):g}",
         policy_key="sampling.alpha",
         reason=f"the candidate's answer is {what} where the baseline's is not in "
@@ -136,7 +137,8 @@ def _finish_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Ch
         name, title, failed=p < policy.alpha,
         candidate=f"{counts.regressions} pair(s) ran to the limit where the baseline stopped",
         baseline=f"{counts.improvements} pair(s) the reverse, of {len(stops)}",
-        limit=f"McNemar two-sided p {p:.3g} < {policy.alpha:g}; power: a change in stopping on "
+        limit=f"fails at McNemar two-sided p < {policy.alpha:g} (here p {p:.3g}); "
+        f"power: a change in stopping on "
         f"≥ {_pct(share)} of pairs caught with probability ≥ {float(policy.power):g}",
         policy_key="sampling.alpha",
         reason=f"stopping changed: {counts.regressions} pair(s) ran to the limit where the "
@@ -158,7 +160,8 @@ def _length_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Ch
         name, title, failed=p < policy.alpha,
         candidate=f"longer in {longer} pair(s), shorter in {shorter}",
         baseline=f"{len(lengths) - longer - shorter} tie(s), of {len(lengths)}",
-        limit=f"sign test two-sided p {p:.3g} < {policy.alpha:g}; power: a candidate longer (or "
+        limit=f"fails at sign test two-sided p < {policy.alpha:g} (here p {p:.3g}); "
+        f"power: a candidate longer (or "
         f"shorter) in ≥ {_pct(q)} of untied pairs caught with probability ≥ "
         f"{float(policy.power):g}",
         policy_key="sampling.alpha",
@@ -183,7 +186,8 @@ def _symbols_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> C
         name, title, failed=p < policy.alpha,
         candidate=f"more symbols in {more} pair(s), fewer in {less}; mean share {mean:.0%}",
         baseline=f"mean share {base:.0%}, of {len(ratios)} pairs",
-        limit=f"sign test one-sided p {p:.3g} < {policy.alpha:g}; power: a candidate more "
+        limit=f"fails at sign test one-sided p < {policy.alpha:g} (here p {p:.3g}); "
+        f"power: a candidate more "
         f"symbol-heavy in ≥ {_pct(q)} of untied pairs caught with probability ≥ "
         f"{float(policy.power):g}",
         policy_key="sampling.alpha",
@@ -237,7 +241,8 @@ def _openings_check(pairs: Sequence[SampledPair], policy: SamplingPolicy) -> Che
         f"request(s) (those whose draws can show a collapse); the "
         f"candidate's commonest opening there {worst[0]!r} ({worst[3]} distinct openings)",
         baseline=f"{worst[2]} distinct openings",
-        limit=f"Pearson homogeneity, Bonferroni-adjusted p {adjusted:.3g} < {policy.alpha:g}; "
+        limit=f"fails at Pearson homogeneity, Bonferroni-adjusted p < {policy.alpha:g} (here p "
+        f"{adjusted:.3g}); "
         f"power: a candidate answering the baseline's commonest opening every time (a greedy "
         f"sampler) gives adjusted p ≤ {detectable:.3g} on these draws",
         policy_key="sampling.alpha",
