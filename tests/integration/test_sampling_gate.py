@@ -132,3 +132,47 @@ def test_penalties_stripped_in_front_of_a_clean_engine_fail_a_penalty_check(
     penalties = {n: o for n, o in got.items() if n.endswith("_penalty")}
     assert Outcome.FAIL in penalties.values(), (penalties, result.not_measured)
     assert result.status is Status.FAIL
+
+
+# --- on a server we did not build: two stock llama-cpp-python servers (the current release,
+# unpatched). RESULTS-sampling.md has the whole default plan there: controls 4 of 4 pass, the
+# five faults fail; these are the small plan's proof, run with `-m stock`.
+
+
+@pytest.fixture(scope="module")
+def stock_pair(stock_factory: Callable[..., RunningEngine]) -> Iterator[tuple[str, str, str]]:
+    with stock_factory("clean") as a, stock_factory("clean") as b:
+        yield a.base_url, b.base_url, a.model
+
+
+@pytest.mark.stock
+def test_two_stock_servers_sample_alike_and_as_they_report(
+    stock_pair: tuple[str, str, str],
+) -> None:
+    baseline, candidate, model = stock_pair
+    result = judge(baseline, candidate, model, FIRST_TOKENS)
+    assert result.status is Status.PASS, (result.summary, result.findings)
+    got = outcomes(result)
+    for name in ("reference_fit", "temperature_0.5", "temperature_1.5", "homogeneity",
+                 str(Kind.TOP_P), str(Kind.TOP_K), str(Kind.MIN_P)):  # fmt: skip
+        assert got[name] is Outcome.PASS, (name, result.not_measured)
+
+
+@pytest.mark.stock
+@pytest.mark.parametrize(
+    ("fault", "failing"),
+    [
+        ("sampled-greedy", {"reference_fit", "temperature_1.5", "top_p", "homogeneity"}),
+        ("nucleus-narrowed", {"top_p"}),
+    ],
+)
+def test_a_sampling_fault_in_front_of_a_stock_server_fails_the_checks_that_see_it(
+    fault: str, failing: set[str], stock_pair: tuple[str, str, str], tmp_path: Path
+) -> None:
+    baseline, candidate, model = stock_pair
+    with fault_in_front([fault], candidate, tmp_path / "proxy.log") as url:
+        result = judge(baseline, url, model, FIRST_TOKENS)
+    assert result.status is Status.FAIL
+    failed = {name for name, outcome in outcomes(result).items() if outcome is Outcome.FAIL}
+    assert failing <= failed, outcomes(result)
+    assert all(f.side == "candidate" for f in result.findings if f.blocking)
