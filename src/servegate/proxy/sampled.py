@@ -146,53 +146,53 @@ def _finish_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Ch
     )  # fmt: skip
 
 
-def _length_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Check:
-    name, title = "sampled_length", "sampled answers are as long as the baseline's"
-    lengths = [(c.primary_length_chars or 0, c.candidate_length_chars or 0) for c in comps]
-    longer = sum(1 for b, c in lengths if c > b)
-    shorter = sum(1 for b, c in lengths if c < b)
-    q = sign_detectable(longer + shorter, policy.alpha, float(policy.power))
-    if q is None:
-        return not_measured(name, title, f"{longer + shorter} untied sampled pair(s) cannot "
-                            f"reach p < {policy.alpha:g}")  # fmt: skip
-    p = sign_test(longer, shorter)
-    return check(
-        name, title, failed=p < policy.alpha,
-        candidate=f"longer in {longer} pair(s), shorter in {shorter}",
-        baseline=f"{len(lengths) - longer - shorter} tie(s), of {len(lengths)}",
-        limit=f"fails at sign test two-sided p < {policy.alpha:g} (here p {p:.3g}); "
-        f"power: a candidate longer (or "
-        f"shorter) in ≥ {_pct(q)} of untied pairs caught with probability ≥ "
-        f"{float(policy.power):g}",
-        policy_key="sampling.alpha",
-        reason=f"answer lengths moved: the candidate's is longer in {longer} pair(s), shorter "
-        f"in {shorter} (p {p:.3g})",
-    )  # fmt: skip
+@dataclass(frozen=True)
+class _SignMeasure:
+    """A per-answer value the sign test compares pair by pair, and how its results read."""
+
+    name: str
+    title: str
+    two_sided: bool
+    larger: str  # "longer", "more symbol-heavy": the candidate's value the larger
+    unit: str  # how the values read in the evidence: "chars", "share"
 
 
-def _symbols_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Check:
-    name, title = "sampled_symbols", "sampled answers are no more symbol-heavy than the baseline's"
-    ratios = [(c.primary_symbol_ratio or 0.0, c.candidate_symbol_ratio or 0.0) for c in comps]
-    more = sum(1 for b, c in ratios if c > b)
-    less = sum(1 for b, c in ratios if c < b)
-    q = sign_detectable(more + less, policy.alpha, float(policy.power), two_sided=False)
+_LENGTH = _SignMeasure("sampled_length", "sampled answers are as long as the baseline's", True,
+                       "longer", "chars")  # fmt: skip
+_SYMBOLS = _SignMeasure("sampled_symbols", "sampled answers are no more symbol-heavy than the "
+                        "baseline's", False, "more symbol-heavy", "share")  # fmt: skip
+
+
+def _sign_check(
+    measure: _SignMeasure, values: Sequence[tuple[float, float]], policy: SamplingPolicy
+) -> Check:
+    """The sign test on (baseline, candidate) values of each pair; ties left out."""
+    larger = sum(1 for b, c in values if c > b)
+    smaller = sum(1 for b, c in values if c < b)
+    sides = "two-sided" if measure.two_sided else "one-sided"
+    q = sign_detectable(larger + smaller, policy.alpha, float(policy.power),
+                        two_sided=measure.two_sided)  # fmt: skip
     if q is None:
-        return not_measured(name, title, f"{more + less} untied sampled pair(s) cannot reach "
-                            f"p < {policy.alpha:g}")  # fmt: skip
-    p = sign_test(more, less, two_sided=False)
-    mean = sum(c for _, c in ratios) / len(ratios)
-    base = sum(b for b, _ in ratios) / len(ratios)
+        return not_measured(measure.name, measure.title, f"{larger + smaller} untied sampled "
+                            f"pair(s) cannot reach p < {policy.alpha:g}")  # fmt: skip
+    p = sign_test(larger, smaller, two_sided=measure.two_sided)
+
+    def mean(i: int) -> str:
+        m = sum(v[i] for v in values) / len(values)
+        return f"{m:.0%}" if measure.unit == "share" else f"{m:.0f} {measure.unit}"
+
+    either = " (or the reverse)" if measure.two_sided else ""
     return check(
-        name, title, failed=p < policy.alpha,
-        candidate=f"more symbols in {more} pair(s), fewer in {less}; mean share {mean:.0%}",
-        baseline=f"mean share {base:.0%}, of {len(ratios)} pairs",
-        limit=f"fails at sign test one-sided p < {policy.alpha:g} (here p {p:.3g}); "
-        f"power: a candidate more "
-        f"symbol-heavy in ≥ {_pct(q)} of untied pairs caught with probability ≥ "
-        f"{float(policy.power):g}",
+        measure.name, measure.title, failed=p < policy.alpha,
+        candidate=f"{measure.larger} in {larger} pair(s), the reverse in {smaller}; mean "
+        f"{mean(1)}",
+        baseline=f"mean {mean(0)}; {len(values) - larger - smaller} tie(s) of {len(values)}",
+        limit=f"fails at sign test {sides} p < {policy.alpha:g} (here p {p:.3g}); power: a "
+        f"candidate {measure.larger}{either} in ≥ {_pct(q)} of untied pairs caught with "
+        f"probability ≥ {float(policy.power):g}",
         policy_key="sampling.alpha",
-        reason=f"the candidate's answers are more punctuation and symbols than the baseline's "
-        f"in {more} pair(s), less in {less} (mean {mean:.0%} against {base:.0%}; p {p:.3g})",
+        reason=f"the candidate's answers are {measure.larger} than the baseline's in {larger} "
+        f"pair(s), the reverse in {smaller} (mean {mean(1)} against {mean(0)}; p {p:.3g})",
     )  # fmt: skip
 
 
@@ -268,8 +268,10 @@ def sampled_checks(pairs: Sequence[SampledPair], policy: SamplingPolicy) -> list
         _paired_check("sampled_json", "sampled JSON answers parse as often as the baseline's",
                       comps, _metric("json_parse_failure"), "unparsable JSON", policy),
         _finish_check(comps, policy),
-        _length_check(comps, policy),
-        _symbols_check(comps, policy),
+        _sign_check(_LENGTH, [(c.primary_length_chars or 0, c.candidate_length_chars or 0)
+                              for c in comps], policy),
+        _sign_check(_SYMBOLS, [(c.primary_symbol_ratio or 0.0, c.candidate_symbol_ratio or 0.0)
+                               for c in comps], policy),
         _openings_check(answered, policy),
     ]  # fmt: skip
 
