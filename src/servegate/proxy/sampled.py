@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,64 +86,44 @@ def _pct(share: float) -> str:
 def _paired_check(
     name: str,
     title: str,
-    comps: Sequence[PairComparison],
-    failed_on: Callable[[Mapping[str, float]], bool | None],
+    bad: Sequence[tuple[bool | None, bool | None]],
     what: str,
     policy: SamplingPolicy,
+    *,
+    two_sided: bool = False,
 ) -> Check:
-    """McNemar's one-sided test: `failed_on(metrics)` True where that side's answer is bad, None
-    where the pair does not have it (a pair counts only where both sides do)."""
-    outcomes = [(failed_on(c.primary_metrics), failed_on(c.candidate_metrics)) for c in comps]
-    kept = [(not b, not c) for b, c in outcomes if b is not None and c is not None]
-    share = detectable_share(len(kept), policy.alpha, float(policy.power))
+    """McNemar's test on (baseline, candidate) "the answer is bad" per pair (None: the pair does
+    not have it, and counts only where both sides do); one-sided: the candidate's more often."""
+    kept = [(not b, not c) for b, c in bad if b is not None and c is not None]
+    share = detectable_share(len(kept), policy.alpha, float(policy.power), two_sided=two_sided)
     if share is None:
         return not_measured(name, title, f"{len(kept)} sampled pair(s) cannot reach p < "
                             f"{policy.alpha:g}: too few to tell {what} from chance")  # fmt: skip
     counts = PairedCounts.from_outcomes([b for b, _ in kept], [c for _, c in kept])
-    p = mcnemar_exact(counts).p_candidate_worse
+    result = mcnemar_exact(counts)
+    p = result.p_two_sided if two_sided else result.p_candidate_worse
+    sides = "two-sided" if two_sided else "one-sided"
     return check(
         name, title, failed=p < policy.alpha,
         candidate=f"{counts.regressions} pair(s) {what} where the baseline's is not",
         baseline=f"{counts.improvements} pair(s) the reverse, of {len(kept)}",
-        limit=f"fails at McNemar one-sided p < {policy.alpha:g} (here p {p:.3g}); "
-        f"power: {what} on ≥ "
-        f"{_pct(share)} of pairs would be caught with probability ≥ {float(policy.power):g}",
+        limit=f"fails at McNemar {sides} p < {policy.alpha:g} (here p {p:.3g}); power: {what} "
+        f"on ≥ {_pct(share)} of pairs would be caught with probability ≥ "
+        f"{float(policy.power):g}",
         policy_key="sampling.alpha",
         reason=f"the candidate's answer is {what} where the baseline's is not in "
         f"{counts.regressions} pair(s), the reverse in {counts.improvements} (p {p:.3g})",
     )  # fmt: skip
 
 
-def _metric(name: str) -> Callable[[Mapping[str, float]], bool | None]:
-    def failed(metrics: Mapping[str, float]) -> bool | None:
+def _metric(comps: Sequence[PairComparison], name: str) -> list[tuple[bool | None, bool | None]]:
+    """Per pair, whether each side's answer has metric `name` (None where it was not measured)."""
+
+    def bad(metrics: Mapping[str, float]) -> bool | None:
         value = metrics.get(name)
         return None if value is None else value == 1.0
 
-    return failed
-
-
-def _finish_check(comps: Sequence[PairComparison], policy: SamplingPolicy) -> Check:
-    name, title = "sampled_finish", "sampled answers stop by themselves as the baseline's do"
-    stops = [
-        (c.primary_finish_reason in STOPPED, c.candidate_finish_reason in STOPPED) for c in comps
-    ]
-    counts = PairedCounts.from_outcomes([b for b, _ in stops], [c for _, c in stops])
-    share = detectable_share(len(stops), policy.alpha, float(policy.power), two_sided=True)
-    if share is None:
-        return not_measured(name, title, f"{len(stops)} sampled pair(s) cannot reach p < "
-                            f"{policy.alpha:g}")  # fmt: skip
-    p = mcnemar_exact(counts).p_two_sided
-    return check(
-        name, title, failed=p < policy.alpha,
-        candidate=f"{counts.regressions} pair(s) ran to the limit where the baseline stopped",
-        baseline=f"{counts.improvements} pair(s) the reverse, of {len(stops)}",
-        limit=f"fails at McNemar two-sided p < {policy.alpha:g} (here p {p:.3g}); "
-        f"power: a change in stopping on "
-        f"≥ {_pct(share)} of pairs caught with probability ≥ {float(policy.power):g}",
-        policy_key="sampling.alpha",
-        reason=f"stopping changed: {counts.regressions} pair(s) ran to the limit where the "
-        f"baseline stopped, {counts.improvements} the reverse (p {p:.3g})",
-    )  # fmt: skip
+    return [(bad(c.primary_metrics), bad(c.candidate_metrics)) for c in comps]
 
 
 @dataclass(frozen=True)
@@ -262,12 +242,15 @@ def sampled_checks(pairs: Sequence[SampledPair], policy: SamplingPolicy) -> list
     comps = [p.comparison for p in answered]
     return [
         _paired_check("sampled_degenerate", "sampled answers degenerate no more often than the "
-                      "baseline's", comps, _metric("garbage"), "degenerate", policy),
+                      "baseline's", _metric(comps, "garbage"), "degenerate", policy),
         _paired_check("sampled_empty", "sampled answers are empty no more often than the "
-                      "baseline's", comps, _metric("empty_output"), "empty", policy),
+                      "baseline's", _metric(comps, "empty_output"), "empty", policy),
         _paired_check("sampled_json", "sampled JSON answers parse as often as the baseline's",
-                      comps, _metric("json_parse_failure"), "unparsable JSON", policy),
-        _finish_check(comps, policy),
+                      _metric(comps, "json_parse_failure"), "unparsable JSON", policy),
+        _paired_check("sampled_finish", "sampled answers stop by themselves as the baseline's "
+                      "do", [(c.primary_finish_reason not in STOPPED,
+                              c.candidate_finish_reason not in STOPPED) for c in comps],
+                      "run to the length limit", policy, two_sided=True),
         _sign_check(_LENGTH, [(c.primary_length_chars or 0, c.candidate_length_chars or 0)
                               for c in comps], policy),
         _sign_check(_SYMBOLS, [(c.primary_symbol_ratio or 0.0, c.candidate_symbol_ratio or 0.0)
