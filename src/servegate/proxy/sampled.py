@@ -250,7 +250,7 @@ def sampled_checks(pairs: Sequence[SampledPair], policy: SamplingPolicy) -> list
         _paired_check("sampled_finish", "sampled answers stop by themselves as the baseline's "
                       "do", [(c.primary_finish_reason not in STOPPED,
                               c.candidate_finish_reason not in STOPPED) for c in comps],
-                      "run to the length limit", policy, two_sided=True),
+                      "cut at the length limit", policy, two_sided=True),
         _sign_check(_LENGTH, [(c.primary_length_chars or 0, c.candidate_length_chars or 0)
                               for c in comps], policy),
         _sign_check(_SYMBOLS, [(c.primary_symbol_ratio or 0.0, c.candidate_symbol_ratio or 0.0)
