@@ -17,8 +17,9 @@ Starts a clean baseline, then one candidate per row, and runs the real command l
 
 `--vllm PYTHON` runs real vLLM instead (PYTHON: a vLLM venv's python, `bash scripts/setup.sh
 vllm`): one server answers as the baseline, and every fault sits in front of that same server
-(vLLM batches both sides' requests; two minutes a start on 2 cores); the second server of
-`two-servers` is started for that row alone.
+(two minutes a start on 2 cores), its sides taking turns (`sides_at_once: false`: one server
+under two names, as same-server); the second server of `two-servers` is started for that row
+alone.
 
 `--repeats N` runs each control N times (faults once); `--rows a,b` runs those rows only. Run it
 under the shared lock (`flock /tmp/servegate-heavy.lock …`): each row is one to five minutes.
@@ -43,14 +44,23 @@ FAULT_LAYER = FAULTS[:7]
 REFERENCE_ONLY = ("flash-attn", "logit-scale")  # weight and flag variants of our own engine
 
 
-def _gate(baseline: str, candidate: str, out: Path) -> tuple[int, float]:
+def _gate(baseline: str, candidate: str, out: Path, *, in_turn: bool = False) -> tuple[int, float]:
+    """`in_turn`: the sides take turns (`sides_at_once: false`), for the fault layer in front of
+    the baseline's own server: one server under two names, which the gate cannot tell by URL."""
     t0 = time.perf_counter()
+    config: list[str] = []
+    if in_turn:
+        turns = out.with_suffix(".config.yaml")
+        turns.write_text("sides_at_once: false\n")
+        config = ["--config", str(turns)]
     proc = subprocess.run(
-        [sys.executable, "-m", "servegate", "gate", "--baseline", baseline,
+        [sys.executable, "-m", "servegate", "gate", *config, "--baseline", baseline,
          "--candidate", candidate, "--gates", "sampling", "--json", str(out), "--no-store",
          "--quiet", "--deadline-s", "180"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
+    if in_turn:
+        turns.unlink()
     if not out.exists():
         raise SystemExit(f"no report from {candidate}: exit {proc.returncode}\n{proc.stderr}")
     return proc.returncode, time.perf_counter() - t0
@@ -145,8 +155,11 @@ def run(
         for row in rows:
             for i in range(repeats if row in CONTROLS else 1):
                 path = out_dir / f"{row}-{i + 1}.json"
+                # In front of one vLLM, a fault row's two sides are one server (batched together
+                # they are not batch-invariant): they take turns, as same-server's do.
+                in_turn = vllm is not None and row in FAULT_LAYER
                 with _candidate(row, baseline_url, stock, vllm, logs) as url:
-                    code, wall_s = _gate(baseline_url, url, path)
+                    code, wall_s = _gate(baseline_url, url, path, in_turn=in_turn)
                 report = json.loads(path.read_text())
                 report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1),
                                     "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
