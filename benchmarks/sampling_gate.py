@@ -96,16 +96,29 @@ def _vllm(python: str, log: Path) -> Iterator[str]:
 
 @contextmanager
 def _fault(fault: str, upstream: str, log: Path) -> Iterator[str]:
-    """The fault layer in front of `upstream` (…/v1)."""
+    """The fault layer in front of `upstream` (…/v1), once it relays `/models`."""
+    import urllib.request
+
     from servegate.engine.process import free_port, spawn, stop_group
 
     port = free_port()
     argv = [sys.executable, "-m", "servegate.engine.faults", fault, "--port", str(port),
             "--upstream", upstream.removesuffix("/v1")]  # fmt: skip
     process = spawn(argv, log)
-    time.sleep(3)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 60
     try:
-        yield f"http://127.0.0.1:{port}/v1"
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"fault proxy {fault} exited: see {log}")
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"fault proxy {fault} not ready in 60 s: see {log}") from None
+                time.sleep(0.2)
+        yield url
     finally:
         stop_group(process, 5.0)
 
