@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,60 +67,46 @@ def _gate(baseline: str, candidate: str, out: Path, *, in_turn: bool = False) ->
 
 
 @contextmanager
-def _vllm(python: str, log: Path) -> Iterator[str]:
-    """A real vLLM server (servegate.engine.vllm_model serve) until the block ends."""
+def _serving(
+    argv: list[str], log: Path, what: str, ready_s: float, grace_s: float
+) -> Iterator[str]:
+    """`argv` (a server taking `--port`) started, yielded as its …/v1 URL once it answers
+    `/models`, stopped by its process group when the block ends."""
     import urllib.request
 
     from servegate.engine.process import free_port, spawn, stop_group
 
     port = free_port()
-    process = spawn([python, "-m", "servegate.engine.vllm_model", "serve", "--port", str(port)],
-                    log)  # fmt: skip
+    process = spawn([*argv, "--port", str(port)], log)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + ready_s
     try:
         while True:
             if process.poll() is not None:
-                raise SystemExit(f"vLLM exited: see {log}")
+                raise SystemExit(f"{what} exited: see {log}")
             try:
                 with urllib.request.urlopen(f"{url}/models", timeout=5):
                     break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"vLLM not ready in 900 s: see {log}") from None
-                time.sleep(2)
-        yield url
-    finally:
-        stop_group(process, 30.0)
-
-
-@contextmanager
-def _fault(fault: str, upstream: str, log: Path) -> Iterator[str]:
-    """The fault layer in front of `upstream` (…/v1), once it relays `/models`."""
-    import urllib.request
-
-    from servegate.engine.process import free_port, spawn, stop_group
-
-    port = free_port()
-    argv = [sys.executable, "-m", "servegate.engine.faults", fault, "--port", str(port),
-            "--upstream", upstream.removesuffix("/v1")]  # fmt: skip
-    process = spawn(argv, log)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            if process.poll() is not None:
-                raise SystemExit(f"fault proxy {fault} exited: see {log}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"fault proxy {fault} not ready in 60 s: see {log}") from None
+                    raise SystemExit(f"{what} not ready in {ready_s:.0f} s: see {log}") from None
                 time.sleep(0.2)
         yield url
     finally:
-        stop_group(process, 5.0)
+        stop_group(process, grace_s)
+
+
+def _vllm(python: str, log: Path) -> AbstractContextManager[str]:
+    """A real vLLM server (servegate.engine.vllm_model serve) until the block ends."""
+    argv = [python, "-m", "servegate.engine.vllm_model", "serve"]
+    return _serving(argv, log, "vLLM", ready_s=900, grace_s=30.0)
+
+
+def _fault(fault: str, upstream: str, log: Path) -> AbstractContextManager[str]:
+    """The fault layer in front of `upstream` (…/v1), once it relays `/models`."""
+    argv = [sys.executable, "-m", "servegate.engine.faults", fault,
+            "--upstream", upstream.removesuffix("/v1")]  # fmt: skip
+    return _serving(argv, log, f"fault proxy {fault}", ready_s=60, grace_s=5.0)
 
 
 @contextmanager
