@@ -345,6 +345,33 @@ def test_streamed_utf8_split_in_front_of_vllm_fails_golden_on_the_streamed_path(
     assert all(f["probe"].endswith(":stream") for f in blocking), blocking
 
 
+def _failed(report: dict[str, Any], gate: str) -> set[str]:
+    return {name for name, outcome in _checks(report, gate).items() if outcome == "fail"}
+
+
+@pytest.mark.timeout(1600)
+@pytest.mark.parametrize(
+    ("fault_url", "check"),
+    [(["seed-dropped"], "seed"), (["n-collapsed"], "choices")],
+    indirect=["fault_url"],
+    ids=["seed-dropped", "n-collapsed"],
+)
+def test_a_dropped_seed_or_collapsed_n_in_front_of_vllm_fails_the_sampling_gate_on_that_check(
+    tmp_path: Path, vllm_url: str, fault_url: str, check: str
+) -> None:
+    """The two sampling faults that only a server offering seeds and n > 1 can show (llama.cpp
+    offers neither: there they are not applicable). vLLM reproduces each seed and answers 4
+    different choices for n 4; in front of it the fault layer drops the seed, or repeats choice
+    0 under every index. Nothing else the gate judges changes, so that check alone fails."""
+    code, report = _url_gate(tmp_path, vllm_url, {"url": fault_url}, "sampling", timeout_s=900)
+    sampling = report["gates"][0]
+    judged = next(c for c in sampling["checks"] if c["name"] == check)
+    print(sampling["summary"], judged["baseline"], "|", judged["candidate"])
+    assert (code, report["verdict"]) == (1, "fail"), report["reason"]
+    assert _failed(report, "sampling") == {check}
+    assert {f["category"] for f in sampling["findings"]} == {f"sampling_{check}"}
+
+
 def _group(pgid: int) -> dict[int, str]:
     """Every live process of group `pgid`, with its command line."""
     from servegate.managed.memory import group_pids
