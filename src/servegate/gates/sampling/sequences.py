@@ -127,6 +127,7 @@ class ChoicesReading:
     answers: tuple[dict[int, str], ...]
     errors: tuple[str, ...]
     n: int
+    refused: int = 0  # answers the server gave as an HTTP 4xx: it refused the request itself
 
     @property
     def offered(self) -> bool:
@@ -177,10 +178,12 @@ def _choices_of(raw: RawResponse) -> dict[int, str] | str:
 def read_choices(draws: Sequence[SequenceDraws], side: str, n: int) -> ChoicesReading:
     answers: list[dict[int, str]] = []
     errors: list[str] = []
+    refused = 0
     for d in draws:
         for raw in d.side(side):
             if not isinstance(raw, RawResponse):
                 continue
+            refused += raw.error is None and raw.status is not None and 400 <= raw.status < 500
             try:
                 got = _choices_of(raw)
             except (ValueError, AttributeError) as exc:  # not JSON, or not the expected shape
@@ -189,7 +192,7 @@ def read_choices(draws: Sequence[SequenceDraws], side: str, n: int) -> ChoicesRe
                 errors.append(f"{d.label}: {got}")
             else:
                 answers.append(got)
-    return ChoicesReading(tuple(answers), tuple(errors), n)
+    return ChoicesReading(tuple(answers), tuple(errors), n, refused)
 
 
 # --- the checks ------------------------------------------------------------------------------
@@ -253,9 +256,12 @@ def choices_check(draws: Sequence[SequenceDraws], url: str) -> Judged:
         return not_applicable(name, title, why), []
     if not b.complete or not b.distinct:
         return not_measured(name, title, f"the baseline's own choices: {b.text}"), []
-    if not c.answers:
+    if not c.answers and not c.refused:  # transport errors, timeouts: nothing was answered
         return not_measured(name, title, f"candidate: {c.text}"), []
-    failed = not c.complete or not c.distinct
+    # A candidate that refuses n > 1 (HTTP 4xx) where the baseline served it has lost the
+    # feature: a regression, never "not measured" (vLLM refuses n > 1 at temperature 0, so a
+    # candidate that serves sampled requests greedily shows here too).
+    failed = not c.answers or not c.complete or not c.distinct
     reason = f"{c.text} where the baseline gives {b.text}" if failed else ""
     findings = (
         [_finding(name, draws[0], url, f"{title}: {reason}", b.text, c.text)] if failed else []

@@ -59,7 +59,9 @@ class Server:
     refuse: tuple[str, ...] = ()  # parameters answered with HTTP 400
     seed: int = 0
     seeds: bool = True  # the same seed reproduces (llama-cpp-python's do not)
-    choices: str = "offered"  # n > 1: "offered", "one" (n ignored), "collapsed" (copies)
+    # n > 1: "offered", "one" (n ignored), "collapsed" (copies), "refused" (HTTP 400, as vLLM
+    # answers n > 1 at temperature 0)
+    choices: str = "offered"
     penalties: bool = True  # penalties lower repetition
 
     def __post_init__(self) -> None:
@@ -145,6 +147,10 @@ def sequence(server: Server, request: SequenceRequest) -> Completion | RawRespon
         rng = np.random.default_rng(int(body["seed"])) if seeded else server.rng
         return Completion(status=200, content=_words(rng, 0.1, 12))
     if request.kind == "choices":
+        if server.choices == "refused":
+            error = {"error": {"message": "n must be 1 when using greedy sampling, got 4."}}
+            return RawResponse(400, {"content-type": "application/json"},
+                               json.dumps(error).encode())  # fmt: skip
         n = 1 if server.choices == "one" else int(body.get("n", 1))
         texts = [f"{server.rng.choice(['Paris', 'Rome', 'Oslo', 'Bern'])} {i}" for i in range(n)]
         if server.choices == "collapsed":

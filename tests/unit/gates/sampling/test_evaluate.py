@@ -164,6 +164,8 @@ def test_a_side_with_no_draws_back_is_not_measured() -> None:
         pytest.param(Server(seeds=False, seed=2), "seed", id="seed-dropped"),
         pytest.param(Server(choices="collapsed", seed=2), "choices", id="n-collapsed"),
         pytest.param(Server(choices="one", seed=2), "choices", id="n-ignored"),
+        # refused (HTTP 400) where the baseline served it: a lost feature, not "not measured"
+        pytest.param(Server(choices="refused", seed=2), "choices", id="n-refused"),
         pytest.param(Server(penalties=False, seed=2), "frequency_penalty", id="penalties-stripped"),
     ],
 )
