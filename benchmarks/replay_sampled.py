@@ -84,29 +84,16 @@ def _replay(baseline: str, candidate: str, traffic_file: Path, out: Path) -> tup
 
 
 @contextmanager
-def _fault(fault: str, upstream: str, log: Path) -> Iterator[str]:
-    from servegate.engine.process import free_port, spawn, stop_group
-
-    port = free_port()
-    argv = [sys.executable, "-m", "servegate.engine.faults", fault, "--port", str(port),
-            "--upstream", upstream.removesuffix("/v1")]  # fmt: skip
-    process = spawn(argv, log)
-    time.sleep(3)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        stop_group(process, 5.0)
-
-
-@contextmanager
 def _candidate(row: str, baseline_url: str, logs: Path) -> Iterator[str]:
+    from sampling_gate import fault_layer  # this folder: the script's own
+
     from servegate.engine import start_engine
 
     if row == "same-server":
         yield baseline_url.replace("127.0.0.1", "localhost")
         return
     if row in FAULT_LAYER:
-        with _fault(row, baseline_url, logs / f"{row}.log") as url:
+        with fault_layer(row, baseline_url, logs / f"{row}.log") as url:
             yield url
         return
     variant = "clean" if row == "two-servers" else row

@@ -102,7 +102,7 @@ def _vllm(python: str, log: Path) -> AbstractContextManager[str]:
     return _serving(argv, log, "vLLM", ready_s=900, grace_s=30.0)
 
 
-def _fault(fault: str, upstream: str, log: Path) -> AbstractContextManager[str]:
+def fault_layer(fault: str, upstream: str, log: Path) -> AbstractContextManager[str]:
     """The fault layer in front of `upstream` (…/v1), once it relays `/models`."""
     argv = [sys.executable, "-m", "servegate.engine.faults", fault,
             "--upstream", upstream.removesuffix("/v1")]  # fmt: skip
@@ -123,7 +123,7 @@ def _candidate(
             with _vllm(vllm, logs / "vllm-candidate.log") as url:
                 yield url
         else:
-            with _fault(row, baseline_url, logs / f"{row}.log") as url:
+            with fault_layer(row, baseline_url, logs / f"{row}.log") as url:
                 yield url
         return
     variant = row if row in REFERENCE_ONLY else "clean"
