@@ -76,17 +76,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     return Installed(venv, wheel, cwd)
 
 
-def test_the_wheel_alone_installs_servegate_without_llama_cpp_the_proxy_or_postgres(
+def test_the_wheel_alone_installs_servegate_without_llama_cpp_the_proxy_postgres_or_ray(
     installed: Installed,
 ) -> None:
     where = installed.python("import servegate; print(servegate.__file__)")
     assert Path(where).is_relative_to(installed.venv), where
     absent = installed.python(
         "import importlib.util as u; print(','.join(m for m in "
-        "('llama_cpp', 'starlette', 'uvicorn', 'prometheus_client', 'psycopg', 'torch') "
+        "('llama_cpp', 'starlette', 'uvicorn', 'prometheus_client', 'psycopg', 'torch', 'ray') "
         "if u.find_spec(m) is None))"
     )
-    assert absent == "llama_cpp,starlette,uvicorn,prometheus_client,psycopg,torch"
+    assert absent == "llama_cpp,starlette,uvicorn,prometheus_client,psycopg,torch,ray"
     helped = installed.run("--help")
     assert helped.returncode == 0, helped.stderr
     for command in ("gate", "probe", "bench", "replay", "proxy", "demo", "runs", "baseline"):
@@ -168,4 +168,18 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 or lines[0] == "starting llama.cpp engine clean …", lines
     assert lines[-1].startswith(message), lines
+    assert sorted(installed.cwd.rglob("*")) == before  # nothing started, nothing written
+
+
+def test_the_matrix_on_ray_without_the_ray_extra_names_it_in_one_line(installed: Installed) -> None:
+    spec = installed.cwd.parent / "matrix.yaml"
+    spec.write_text('{"baseline": {"url": "http://127.0.0.1:9/v1"},'
+                    ' "entries": [{"name": "a", "url": "http://127.0.0.1:8/v1"}]}')  # fmt: skip
+    before = sorted(installed.cwd.rglob("*"))
+    done = installed.run("matrix", str(spec), "--ray", "auto", timeout_s=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "servegate: error: servegate matrix --ray needs the ray extra, which is not installed "
+        "(no module ray): pip install 'servegate[ray]'"
+    ]
     assert sorted(installed.cwd.rglob("*")) == before  # nothing started, nothing written

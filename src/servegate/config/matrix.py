@@ -9,13 +9,14 @@ entries:
     url: http://10.0.0.2:8000/v1             # or launch: {command: [...]}
     engine_version: vllm 0.25.1
     hardware: H200
-    tp: 2
+    tp: 2                                    # pp: 1; on Ray the entry asks for tp x pp GPUs
     execution: graph
     attention_backend: flashinfer
     quantization: fp8
     fusion: [rms_norm_quant]
     activation_dtype: bf16
     norm_dtype: fp32
+    resources: {gpus: 2, cpus: 4, accelerator_type: H200, custom: {nvlink: 1}}   # --ray only
 ```
 
 Every key is known: an unknown one is a one-line error naming it, before anything runs.
@@ -37,6 +38,7 @@ MATRIX_FIELDS = (
     "engine_version",
     "hardware",
     "tp",
+    "pp",
     "execution",
     "attention_backend",
     "quantization",
@@ -47,6 +49,27 @@ MATRIX_FIELDS = (
 STORED_PLACEHOLDER = "http://stored-baseline.invalid/v1"  # checked before the stored URL is read
 # Run settings an entry cannot set: the matrix gives them.
 NOT_SETTINGS = frozenset({"baseline", "candidate", "baseline_run", "model"})
+
+
+class EntryResources(BaseModel):
+    """What one entry needs from a node of a Ray cluster (`servegate matrix --ray`); ignored by a
+    local run. `gpus` defaults to tp x pp when the entry declares either, else 0."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cpus: float = Field(default=1, ge=0)
+    gpus: float | None = Field(default=None, ge=0)
+    accelerator_type: str | None = Field(default=None, min_length=1)
+    custom: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _positive(self) -> EntryResources:
+        for name, amount in self.custom.items():
+            if amount <= 0:
+                raise ValueError(f"custom.{name}: a resource amount must be above 0")
+            if name in ("CPU", "GPU", "memory", "object_store_memory"):
+                raise ValueError(f"custom.{name}: give it as cpus/gpus, not as a custom resource")
+        return self
 
 
 class MatrixEntry(BaseModel):
@@ -62,12 +85,27 @@ class MatrixEntry(BaseModel):
     engine_version: str | None = None
     hardware: str | None = None
     tp: int | None = Field(default=None, ge=1)
+    pp: int | None = Field(default=None, ge=1)
     execution: Literal["eager", "graph"] | None = None
     attention_backend: str | None = None
     quantization: str | None = None
     fusion: tuple[str, ...] = ()
     activation_dtype: str | None = None
     norm_dtype: str | None = None
+    resources: EntryResources | None = None
+
+    def needs(self) -> dict[str, float]:
+        """The node resources this entry asks a Ray cluster for, in Ray's names (`CPU`, `GPU`,
+        `accelerator_type:H200`, custom ones); an amount of 0 is left out."""
+        given = self.resources or EntryResources()
+        gpus = given.gpus
+        if gpus is None:
+            gpus = (self.tp or 1) * (self.pp or 1) if (self.tp or self.pp) else 0
+        out = {"CPU": given.cpus, "GPU": float(gpus), **given.custom}
+        if given.accelerator_type is not None:
+            # Ray's own resource for a node's accelerator: a sliver marks the type.
+            out[f"accelerator_type:{given.accelerator_type}"] = 0.001
+        return {k: v for k, v in out.items() if v > 0}
 
     def declared(self) -> dict[str, str]:
         """The execution-path fields it sets, as text (recorded in the candidate's fingerprint)."""

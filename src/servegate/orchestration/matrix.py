@@ -3,7 +3,8 @@
 Entries run one after another (they share the baseline, whose answers must not depend on
 another entry's load). Each entry is an ordinary recorded run, named `matrix ENTRY`; an entry
 that cannot be compared at all (unreachable, refused) gets its one-line reason in its row and
-the next entry still runs.
+the next entry still runs. With `--ray`, orchestration/ray_matrix.py runs the entries as tasks
+of a Ray cluster instead, and gives the same rows.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class MatrixRow:
     report: Report | None  # None when the entry could not be compared
     error: str | None
     exit_code: int
+    node: str | None = None  # with --ray: the host that ran it
+    seconds: float | None = None  # with --ray: the entry's time on its node
 
     def status(self, gate: str) -> Status | None:
         if self.report is None:

@@ -46,6 +46,23 @@ def find_run(engine: Engine, ref: str) -> dict[str, Any]:
     return rows[0]
 
 
+def latest_named_run(engine: Engine, name: str) -> dict[str, Any] | None:
+    """The newest run called `name` (with the database's clock, for its lease), or None."""
+    runs = tables.runs
+    query = (
+        select(runs, database_now().label(NOW_KEY))
+        .where(runs.c.name == name)
+        .order_by(runs.c.started_at.desc())
+        .limit(1)
+    )
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(query).first()
+    except SQLAlchemyError as exc:
+        raise store_error(engine, f"read run {_printable(name)}", exc) from None
+    return None if found is None else dict(found._mapping)
+
+
 def stored_report(engine: Engine, ref: str) -> Report:
     """The report a finished run stored; a run without one is an error naming its state."""
     run = find_run(engine, ref)

@@ -1,0 +1,324 @@
+"""`servegate matrix FILE --ray ADDRESS|auto`: each entry of the matrix a task of a Ray cluster.
+
+The driver (this process) submits one Ray task per entry, asking for what the entry needs
+(`MatrixEntry.needs`: GPUs as tp x pp or its `resources:` block, CPUs, an accelerator type,
+custom resources), so that Ray places it on a node that can launch its engines. The task runs
+the entry's gates there, `launch` blocks included, and records the run in the run's one store
+(`--db`: PostgreSQL when the cluster has more than one node; SQLite is one host's file). The
+driver only waits and collects: a row per entry, in the file's order, as a local matrix gives.
+
+Faults of a cluster:
+- An entry that no alive node can place, even idle (no node with 4 GPUs), for
+  `placement_timeout_s` is cancelled and reported as not run, with what it asked for and what
+  the nodes have; Ray itself would wait for such a node forever. (An autoscaler may add one
+  meanwhile: the timeout is its chance.)
+- A node lost mid-entry: Ray runs the task again on another node (`TASK_RETRIES`). The new
+  attempt finds the entry's run by its name in the store and resumes it once the lost attempt
+  is dead by the heartbeat lease (store/heartbeat.py): the gates it judged are kept, its result
+  is recorded once. An entry whose run already finished returns the stored report.
+- Ctrl-C cancels every task: each task's worker is killed, and the guard of each engine it
+  launched (engine/process.py) stops that engine when its worker dies; its run shows
+  `interrupted`. A driver killed outright ends its Ray job, whose workers Ray kills alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from servegate.config.extras import require
+from servegate.config.loader import ConfigError
+from servegate.config.matrix import MatrixEntry, MatrixFile
+from servegate.config.models import GateConfig
+from servegate.endpoints.errors import EndpointError
+from servegate.orchestration.matrix import MatrixRow
+from servegate.orchestration.runner import PreflightError, run
+from servegate.store.errors import StoreError
+from servegate.store.heartbeat import HEARTBEAT_S, LEASE_S
+from servegate.store.process import shown_state
+from servegate.store.reader import latest_named_run, stored_report
+from servegate.store.resume import ResumePoint, load_resume_point, takeover_refusal
+from servegate.store.writer import open_engine
+from servegate.verdict.model import Report
+from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE
+
+__all__ = [
+    "PLACEMENT_TIMEOUT_S",
+    "TASK_RETRIES",
+    "EntryOutcome",
+    "placeable",
+    "run_entry",
+    "run_matrix_on_ray",
+]
+
+PLACEMENT_TIMEOUT_S = 300.0
+TASK_RETRIES = 3  # a node lost mid-entry: the entry runs again elsewhere, up to this often
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class EntryOutcome:
+    """What an entry's task returns: its report (JSON), or why it could not be compared."""
+
+    report_json: str | None
+    error: str | None
+    exit_code: int
+    node: str
+    seconds: float
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _ray() -> Any:
+    """The `ray` module, or MissingExtraError naming `pip install 'servegate[ray]'`."""
+    require("ray", "servegate matrix --ray")
+    return importlib.import_module("ray")
+
+
+# ---- on the node: one entry ------------------------------------------------------------------
+
+
+def _terminal(row: Mapping[str, Any]) -> bool:
+    return shown_state(row) not in ("running", "interrupted", "crashed")
+
+
+async def _previous_attempt(
+    store: Engine, run_name: str
+) -> tuple[Report | None, ResumePoint | None]:
+    """What an earlier attempt of this entry left: its report when it finished, else the point
+    to resume it from, waiting (up to the lease) until the lost attempt counts as dead."""
+    deadline = time.monotonic() + LEASE_S + 2 * HEARTBEAT_S
+    while True:
+        row = latest_named_run(store, run_name)
+        if row is None:
+            return None, None
+        if _terminal(row):
+            return stored_report(store, str(row["id"])), None
+        if takeover_refusal(row) is None:
+            return None, load_resume_point(store, str(row["id"]))
+        if time.monotonic() > deadline:
+            raise StoreError(
+                f"{takeover_refusal(row)} (the entry's earlier Ray attempt did not stop)"
+            )
+        await asyncio.sleep(HEARTBEAT_S / 3)
+
+
+async def _entry_report(cfg: GateConfig, store: Engine, run_name: str) -> Report:
+    report, resume = await _previous_attempt(store, run_name)
+    if report is not None:
+        return report
+    return await run(cfg, store=store, run_name=run_name, resume=resume)
+
+
+def _on_asyncio_loop(coro: Coroutine[Any, Any, Report]) -> Report:
+    """Run `coro` on asyncio's own event loop. Ray's workers install uvloop's policy, whose
+    transports servegate's client does not take and which has no child watcher for launching
+    engines; servegate is written for (and measured on) asyncio's loop."""
+    policy = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(None)  # asyncio's default
+    try:
+        return asyncio.run(coro)
+    finally:
+        asyncio.set_event_loop_policy(policy)
+
+
+def run_entry(
+    matrix: MatrixFile,
+    entry_name: str,
+    *,
+    source: str,
+    db: str,
+    stored_url: str | None,
+    run_name: str,
+    cwd: str,
+) -> EntryOutcome:
+    """One entry's gates, run in a Ray task on whichever node Ray chose; relative folders are
+    the driver's (`cwd`)."""
+    t0 = time.perf_counter()
+    node_id = str(_ray().get_runtime_context().get_node_id())
+    node = f"{socket.gethostname()} (node {node_id[:8]})"
+    [entry] = [e for e in matrix.entries if e.name == entry_name]
+    try:
+        cfg = matrix.config(entry, source, stored_url)
+        if not cfg.run_dir.is_absolute():
+            cfg = cfg.model_copy(update={"run_dir": Path(cwd) / cfg.run_dir})
+        store = open_engine(db)
+        try:
+            report = _on_asyncio_loop(_entry_report(cfg, store, run_name))
+        finally:
+            store.dispose()
+    except PreflightError as exc:
+        return EntryOutcome(None, str(exc), exc.exit_code, node, time.perf_counter() - t0)
+    except (ConfigError, EndpointError, StoreError) as exc:
+        return EntryOutcome(None, str(exc), exc.exit_code, node, time.perf_counter() - t0)
+    return EntryOutcome(
+        report.model_dump_json(), None, report.exit_code, node, time.perf_counter() - t0
+    )
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+
+def placeable(needs: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> bool:
+    """Whether any node, idle, has every resource of `needs` (Ray's names)."""
+    return any(all(node.get(k, 0.0) >= v for k, v in needs.items()) for node in nodes)
+
+
+def _amounts(resources: Mapping[str, float]) -> str:
+    shown = [
+        f"{v:g} {k}" for k, v in sorted(resources.items())
+        if not k.startswith(("node:", "memory", "object_store_memory"))
+    ]  # fmt: skip
+    return ", ".join(shown) or "nothing"
+
+
+def _alive_nodes(ray: Any) -> list[Mapping[str, float]]:
+    return [dict(n.get("Resources", {})) for n in ray.nodes() if n.get("Alive")]
+
+
+def _not_placed(
+    needs: Mapping[str, float], nodes: Sequence[Mapping[str, float]], timeout_s: float
+) -> str:
+    have = "; ".join(_amounts(n) for n in nodes[:4]) + ("; …" if len(nodes) > 4 else "")
+    return (
+        f"not run: no node of the Ray cluster could place it within {timeout_s:g} s "
+        f"({_amounts(needs)} asked; {len(nodes)} node(s) alive: {have or 'none'})"
+    )
+
+
+def _outcome_row(ray: Any, entry: MatrixEntry, ref: Any) -> MatrixRow:
+    try:
+        outcome: EntryOutcome = ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+        frames = re.findall(r'File "([^"]+)", line (\d+)', str(exc))
+        at = f" (at {Path(frames[-1][0]).name}:{frames[-1][1]})" if frames else ""
+        return MatrixRow(entry, None, f"the entry's task failed: {_one_line(cause)}{at}",
+                         EXIT_INCONCLUSIVE)  # fmt: skip
+    except ray.exceptions.RayError as exc:  # the worker or its node died, retries spent
+        return MatrixRow(entry, None, f"the entry's task was lost: {_one_line(exc)}",
+                         EXIT_INCONCLUSIVE)  # fmt: skip
+    report = (
+        None if outcome.report_json is None else Report.model_validate_json(outcome.report_json)
+    )
+    return MatrixRow(entry, report, outcome.error, outcome.exit_code, node=outcome.node,
+                     seconds=round(outcome.seconds, 2))  # fmt: skip
+
+
+def _database(store: Engine) -> str:
+    """The store's URL for the tasks: SQLite's file as an absolute path."""
+    url = store.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return str(Path(str(url.database)).resolve())
+    return url.render_as_string(hide_password=False)
+
+
+def _cancel(ray: Any, pending: Mapping[Any, MatrixEntry]) -> None:
+    """Kill every task still pending or running. Ray's gentler cancel (a KeyboardInterrupt in
+    the task) did not reach a task inside asyncio's loop here (measured: still running 40 s
+    later), so each task's worker is killed; its engines' guards stop them, and its run shows
+    `interrupted` (its process is gone) and can be resumed."""
+    for ref in pending:
+        ray.cancel(ref, force=True)
+
+
+def run_matrix_on_ray(
+    matrix: MatrixFile,
+    *,
+    source: str,
+    store: Engine,
+    address: str,
+    stored_url: str | None = None,
+    placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
+    announce: Callable[[MatrixRow], None] | None = None,
+) -> list[MatrixRow]:
+    """Run every entry as a task of the Ray cluster at `address` (`auto`: the one this machine
+    belongs to); a row per entry, in the file's order. PreflightError when the cluster cannot be
+    reached, or when the store is SQLite and the cluster has more than one node."""
+    ray = _ray()
+    try:
+        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise PreflightError(
+            f"cannot connect to the Ray cluster at {address}: {_one_line(exc)}", EXIT_INCONCLUSIVE
+        ) from None
+    try:
+        nodes = _alive_nodes(ray)
+        if store.dialect.name == "sqlite" and len(nodes) > 1:
+            raise PreflightError(
+                f"the Ray cluster has {len(nodes)} nodes and --db is a SQLite file, which only "
+                "its own host can write: give a shared database (--db postgresql://…)",
+                EXIT_USAGE,
+            )
+        return _run(ray, matrix, source=source, db=_database(store), stored_url=stored_url,
+                    placement_timeout_s=placement_timeout_s, announce=announce)  # fmt: skip
+    finally:
+        ray.shutdown()
+
+
+def _run(
+    ray: Any,
+    matrix: MatrixFile,
+    *,
+    source: str,
+    db: str,
+    stored_url: str | None,
+    placement_timeout_s: float,
+    announce: Callable[[MatrixRow], None] | None,
+) -> list[MatrixRow]:
+    matrix_id = uuid.uuid4().hex[:8]  # names this matrix's runs: a retried task finds its own
+    task = ray.remote(run_entry)
+    pending: dict[Any, MatrixEntry] = {}
+    for entry in matrix.entries:
+        needs = entry.needs()
+        custom = {k: v for k, v in needs.items() if k not in ("CPU", "GPU")}
+        ref = task.options(
+            num_cpus=needs.get("CPU", 0), num_gpus=needs.get("GPU", 0), resources=custom,
+            max_retries=TASK_RETRIES, retry_exceptions=False, name=f"matrix {entry.name}",
+        ).remote(
+            matrix, entry.name, source=source, db=db, stored_url=stored_url,
+            run_name=f"matrix {entry.name} [ray {matrix_id}]", cwd=os.getcwd(),
+        )  # fmt: skip
+        pending[ref] = entry
+    rows: dict[str, MatrixRow] = {}
+
+    def done(row: MatrixRow) -> None:
+        rows[row.entry.name] = row
+        if announce is not None:
+            announce(row)
+
+    unplaceable_since: dict[str, float] = {}
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                done(_outcome_row(ray, pending.pop(ref), ref))
+            nodes, now = _alive_nodes(ray), time.monotonic()
+            for ref, entry in list(pending.items()):
+                if placeable(entry.needs(), nodes):
+                    unplaceable_since.pop(entry.name, None)
+                    continue
+                since = unplaceable_since.setdefault(entry.name, now)
+                if now - since >= placement_timeout_s:
+                    ray.cancel(ref, force=True)
+                    del pending[ref]
+                    reason = _not_placed(entry.needs(), nodes, placement_timeout_s)
+                    done(MatrixRow(entry, None, reason, EXIT_USAGE))
+    except BaseException:  # Ctrl-C (or the driver failing): no task is left running
+        _cancel(ray, pending)
+        raise
+    return [rows[e.name] for e in matrix.entries]
