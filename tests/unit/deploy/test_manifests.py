@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ import yaml
 
 from servegate.canary.flagger import FINISH_HOOK, HOOKS, flagger_routes
 from servegate.canary.plan import parse_plan
-from servegate.cli.main import _register, cli
+from servegate.cli.main import DB_ENV, _register, cli
+from servegate.config.matrix import load_matrix
+from servegate.orchestration.ray_matrix import placeable
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -32,8 +35,9 @@ SCHEMAS = {
     "AnalysisTemplate": "argo-rollouts-analysistemplate.json",
     "Canary": "flagger-canary.json",
     "VirtualService": "istio-virtualservice.json",
+    "RayJob": "kuberay-rayjob.json",
 }
-CORE_KINDS = {"Deployment", "Service", "Job", "NetworkPolicy"}
+CORE_KINDS = {"ConfigMap", "Deployment", "Service", "Job", "NetworkPolicy"}
 
 
 def documents() -> list[tuple[str, dict[str, Any]]]:
@@ -61,8 +65,8 @@ def crd_errors(doc: dict[str, Any]) -> list[str]:
 def test_deploy_holds_each_integration() -> None:
     kinds = sorted(k.split(":")[1] for k, _ in DOCS)
     assert kinds == [
-        "AnalysisTemplate", "AnalysisTemplate", "Canary", "Deployment", "NetworkPolicy",
-        "Service", "Service", "VirtualService",
+        "AnalysisTemplate", "AnalysisTemplate", "Canary", "ConfigMap", "Deployment",
+        "NetworkPolicy", "RayJob", "Service", "Service", "VirtualService",
     ]  # fmt: skip
 
 
@@ -96,10 +100,14 @@ def test_the_analysis_jobs_are_valid_kubernetes_jobs() -> None:
         ("Canary", ["spec", "analysis", "interval"], "one minute"),
         ("VirtualService", ["spec", "http", 0, "mirrors", 0, "percentage", "value"], "5%"),
         ("VirtualService", ["spec", "http", 0, "route", 0, "destination", "hostname"], "x"),
+        ("RayJob", ["spec", "shutdownAfterJobFinish"], True),
+        ("RayJob", ["spec", "rayClusterSpec", "workerGroupSpecs", 0, "replicas"], "two"),
+        ("RayJob", ["spec", "rayClusterSpec", "headGroupSpec", "rayStartParams", "num-gpus"], 0),
     ],
     ids=[
         "misspelt-condition", "unused-provider", "unknown-webhook-type", "interval-pattern",
-        "percentage-type", "misspelt-host",
+        "percentage-type", "misspelt-host", "rayjob-misspelt-field", "rayjob-replicas-type",
+        "rayjob-start-param-type",
     ],
 )  # fmt: skip
 def test_the_crd_schemas_refuse_what_the_crds_would(
@@ -280,7 +288,7 @@ def test_the_dockerfile_copies_files_that_exist_and_runs_servegate() -> None:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["ports"][0]["containerPort"] == exposed
     # Every manifest names the image the Dockerfile builds: servegate:<version>, the tag its
-    # build line and scripts/image.sh give it.
+    # build line and scripts/image.sh give it (the Ray cluster's have their own image, below).
     tag = f"servegate:{pyproject['project']['version']}"
     images = re.findall(r"^\s*image:\s*(\S+)", _all_manifest_text(), flags=re.MULTILINE)
     assert images
@@ -292,5 +300,101 @@ def test_the_dockerfile_copies_files_that_exist_and_runs_servegate() -> None:
     ).read_text(encoding="utf-8")
 
 
-def _all_manifest_text() -> str:
-    return "".join(p.read_text(encoding="utf-8") for p in sorted(DEPLOY.rglob("*.yaml")))
+def _all_manifest_text(folder: Path = DEPLOY) -> str:
+    """The manifests' text; the Ray cluster's (deploy/kuberay/) only when `folder` is it."""
+    paths = sorted(folder.rglob("*.yaml"))
+    if folder == DEPLOY:
+        paths = [p for p in paths if KUBERAY not in p.parents]
+    return "".join(p.read_text(encoding="utf-8") for p in paths)
+
+
+# ---- the matrix on a Ray cluster (deploy/kuberay/) ----------------------------------------
+
+KUBERAY = DEPLOY / "kuberay"
+
+
+def _rayjob() -> dict[str, Any]:
+    [job] = of_kind("RayJob")
+    return job
+
+
+def test_the_rayjobs_pod_templates_are_valid_kubernetes_pods() -> None:
+    cluster = _rayjob()["spec"]["rayClusterSpec"]
+    templates = [cluster["headGroupSpec"]["template"]]
+    templates += [g["template"] for g in cluster["workerGroupSpecs"]]
+    for template in templates:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, **template}
+        kubernetes_validate.validate(pod, KUBERNETES, strict=True)
+    bad = copy.deepcopy(templates[0])
+    bad["spec"]["containers"][0]["volumeMount"] = []  # misspelt: the check can fail
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, **bad}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(pod, KUBERNETES, strict=True)
+
+
+def test_the_rayjob_runs_a_real_servegate_matrix_on_ray_command_line(tmp_path: Path) -> None:
+    job = _rayjob()
+    argv = shlex.split(job["spec"]["entrypoint"])
+    assert argv[:2] == ["servegate", "matrix"]
+    mounted = Path(argv[2])
+    argv[2] = str(tmp_path / "matrix.yaml")  # the file must exist for the command line to parse
+    (tmp_path / "matrix.yaml").write_text("{}", encoding="utf-8")
+    _parse(argv[1:])
+    _register()
+    params = cli.commands["matrix"].make_context("servegate matrix", argv[2:]).params
+    assert params["ray_address"] == "auto"
+    # The store comes from the head's environment (a Secret), never from the command line.
+    assert "--db" not in argv
+    [head] = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    [db] = [e for e in head["env"] if e["name"] == DB_ENV]
+    assert "secretKeyRef" in db["valueFrom"]
+    # The matrix file it names is the ConfigMap mounted there.
+    [mount] = head["volumeMounts"]
+    assert mounted.parent == Path(mount["mountPath"])
+    [volume] = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["volumes"]
+    [config] = of_kind("ConfigMap")
+    assert volume["configMap"]["name"] == config["metadata"]["name"]
+    assert mounted.name in config["data"]
+    with pytest.raises(click.UsageError):  # the check can fail: a misspelt option is refused
+        _parse([*argv[1:], "--rya", "auto"])
+
+
+def test_every_entry_of_the_shipped_matrix_fits_a_worker_of_the_rayjob(tmp_path: Path) -> None:
+    [config] = of_kind("ConfigMap")
+    path = tmp_path / "matrix.yaml"
+    path.write_text(config["data"]["matrix.yaml"], encoding="utf-8")
+    matrix = load_matrix(path)  # a valid matrix file, every entry's run configuration included
+    cluster = _rayjob()["spec"]["rayClusterSpec"]
+    workers = []
+    for group in cluster["workerGroupSpecs"]:
+        [container] = group["template"]["spec"]["containers"]
+        gpus = float(container["resources"]["limits"]["nvidia.com/gpu"])
+        product = group["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"]
+        accelerator = re.search(r"(H100|H200|A100|L4|B200)", product)
+        assert accelerator is not None, product
+        workers.append({"CPU": float(container["resources"]["requests"]["cpu"]), "GPU": gpus,
+                        f"accelerator_type:{accelerator.group(1)}": 1.0})  # fmt: skip
+    for entry in matrix.entries:
+        assert placeable(entry.needs(), workers), entry.name
+    head = {"CPU": 2.0}  # num-gpus 0: the head runs the driver, never an entry
+    assert cluster["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
+    assert not any(placeable(e.needs(), [head]) for e in matrix.entries)
+
+
+def test_the_ray_image_copies_files_that_exist_and_installs_servegate_ray() -> None:
+    text = (KUBERAY / "Dockerfile").read_text(encoding="utf-8")
+    steps = _instructions(text)
+    assert {word for word, _ in steps} <= {"ARG", "FROM", "WORKDIR", "COPY", "RUN"}
+    [base] = [rest for word, rest in steps if word == "ARG" and rest.startswith("RAY_IMAGE=")]
+    ray_version = _rayjob()["spec"]["rayClusterSpec"]["rayVersion"]
+    assert base.startswith(f"RAY_IMAGE=rayproject/ray:{ray_version}-py311")  # the cluster's Ray
+    assert any(word == "RUN" and '".[ray,postgres]"' in rest for word, rest in steps)
+    sources = [s for word, rest in steps if word == "COPY" for s in rest.split()[:-1]]
+    assert sources
+    for source in sources:
+        assert (ROOT / source).exists(), source
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    tag = f"servegate-ray:{pyproject['project']['version']}"
+    images = re.findall(r"^\s*image:\s*(\S+)", _all_manifest_text(KUBERAY), flags=re.MULTILINE)
+    assert set(images) == {tag}
+    assert f"-t {tag} ." in text
