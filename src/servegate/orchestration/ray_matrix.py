@@ -236,6 +236,23 @@ def _cancel(ray: Any, pending: Mapping[Any, MatrixEntry]) -> None:
         ray.cancel(ref, force=True)
 
 
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _refuse_unreachable(address: str) -> None:
+    """A `host:port` nothing answers on is one line now; Ray's own connect retries for minutes.
+    (`auto` and `ray://` addresses are left to Ray.)"""
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise PreflightError(
+            f"cannot connect to the Ray cluster at {address}: {_one_line(exc)}", EXIT_INCONCLUSIVE
+        ) from None
+
+
 def run_matrix_on_ray(
     matrix: MatrixFile,
     *,
@@ -250,6 +267,7 @@ def run_matrix_on_ray(
     belongs to); a row per entry, in the file's order. PreflightError when the cluster cannot be
     reached, or when the store is SQLite and the cluster has more than one node."""
     ray = _ray()
+    _refuse_unreachable(address)
     try:
         ray.init(address=address, logging_level="WARNING", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
