@@ -25,9 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 import re
 import socket
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -136,38 +140,108 @@ def _on_asyncio_loop(coro: Coroutine[Any, Any, Report]) -> Report:
         asyncio.set_event_loop_policy(policy)
 
 
-def run_entry(
-    matrix: MatrixFile,
-    entry_name: str,
-    *,
-    source: str,
-    db: str,
-    stored_url: str | None,
-    run_name: str,
-    cwd: str,
-) -> EntryOutcome:
-    """One entry's gates, run in a Ray task on whichever node Ray chose; relative folders are
-    the driver's (`cwd`)."""
+@dataclass(frozen=True)
+class _Job:
+    """One entry's work, as the driver sends it (JSON: Ray carries plain text only)."""
+
+    matrix: MatrixFile
+    entry_name: str
+    source: str
+    db: str
+    stored_url: str | None
+    run_name: str
+    cwd: str
+
+    def to_json(self) -> str:
+        return json.dumps({"matrix": self.matrix.model_dump(mode="json"),
+                           "entry": self.entry_name, "source": self.source, "db": self.db,
+                           "stored_url": self.stored_url, "run_name": self.run_name,
+                           "cwd": self.cwd})  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str) -> _Job:
+        data = json.loads(text)
+        return cls(MatrixFile.model_validate(data["matrix"]), data["entry"], data["source"],
+                   data["db"], data["stored_url"], data["run_name"], data["cwd"])  # fmt: skip
+
+
+def _outcome_json(report: Report | None, error: str | None, exit_code: int) -> str:
+    return json.dumps({"report": None if report is None else report.model_dump(mode="json"),
+                       "error": error, "exit_code": exit_code})  # fmt: skip
+
+
+def _run_job(job: _Job) -> str:
+    """The entry's gates, in the entry's own process: its outcome as JSON."""
+    [entry] = [e for e in job.matrix.entries if e.name == job.entry_name]
+    try:
+        cfg = job.matrix.config(entry, job.source, job.stored_url)
+        if not cfg.run_dir.is_absolute():
+            cfg = cfg.model_copy(update={"run_dir": Path(job.cwd) / cfg.run_dir})
+        store = open_engine(job.db)
+        try:
+            report = _on_asyncio_loop(_entry_report(cfg, store, job.run_name))
+        finally:
+            store.dispose()
+    except (PreflightError, ConfigError, EndpointError, StoreError) as exc:
+        return _outcome_json(None, str(exc), exc.exit_code)
+    return _outcome_json(report, None, report.exit_code)
+
+
+def _entry_process_main() -> None:
+    """`python -m servegate.orchestration.ray_matrix`: the entry's process. Its job is the first
+    line of stdin, its outcome goes to stdout. The rest of stdin stays open while its task's
+    worker lives: at end of file (the worker died, however) the process ends at once, and the
+    guard of each engine it launched stops that engine."""
+    job = _Job.from_json(sys.stdin.readline())
+
+    def watch_owner() -> None:
+        sys.stdin.buffer.read()
+        os._exit(EXIT_INCONCLUSIVE)
+
+    threading.Thread(target=watch_owner, daemon=True, name="owner-watch").start()
+    outcome = _run_job(job)
+    sys.stdout.write(outcome + "\n")
+    sys.stdout.flush()
+
+
+def run_entry(job_json: str) -> str:
+    """A Ray task: one entry's gates on whichever node Ray chose; EntryOutcome as JSON.
+
+    The entry runs in a child process of the task's worker, not in the worker: a Ray worker
+    SIGKILLs its own child processes when it exits (`kill_child_processes_on_worker_exit`), and
+    an engine's guard killed so would leave its engine running. The entry's process is killed
+    instead (or ends when the worker's pipe closes), and the guards stop the engines."""
     t0 = time.perf_counter()
     node_id = str(_ray().get_runtime_context().get_node_id())
     node = f"{socket.gethostname()} (node {node_id[:8]})"
-    [entry] = [e for e in matrix.entries if e.name == entry_name]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "servegate.orchestration.ray_matrix"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdin is not None
+    assert child.stdout is not None
     try:
-        cfg = matrix.config(entry, source, stored_url)
-        if not cfg.run_dir.is_absolute():
-            cfg = cfg.model_copy(update={"run_dir": Path(cwd) / cfg.run_dir})
-        store = open_engine(db)
-        try:
-            report = _on_asyncio_loop(_entry_report(cfg, store, run_name))
-        finally:
-            store.dispose()
-    except PreflightError as exc:
-        return EntryOutcome(None, str(exc), exc.exit_code, node, time.perf_counter() - t0)
-    except (ConfigError, EndpointError, StoreError) as exc:
-        return EntryOutcome(None, str(exc), exc.exit_code, node, time.perf_counter() - t0)
-    return EntryOutcome(
-        report.model_dump_json(), None, report.exit_code, node, time.perf_counter() - t0
-    )
+        child.stdin.write(job_json + "\n")
+        child.stdin.flush()
+        answer = child.stdout.read()
+        child.wait()
+    finally:
+        child.stdin.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    try:
+        data = json.loads(answer.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        data = {"report": None, "error": f"the entry's process ended with exit code "
+                f"{child.returncode} without an outcome (its log: the Ray worker's)",
+                "exit_code": EXIT_INCONCLUSIVE}  # fmt: skip
+    report = data["report"]
+    return json.dumps({
+        "report_json": None if report is None else json.dumps(report),
+        "error": data["error"], "exit_code": data["exit_code"], "node": node,
+        "seconds": time.perf_counter() - t0,
+    })  # fmt: skip
 
 
 # ---- the driver ------------------------------------------------------------------------------
@@ -202,7 +276,7 @@ def _not_placed(
 
 def _outcome_row(ray: Any, entry: MatrixEntry, ref: Any) -> MatrixRow:
     try:
-        outcome: EntryOutcome = ray.get(ref)
+        outcome = EntryOutcome(**json.loads(ray.get(ref)))
     except ray.exceptions.RayTaskError as exc:
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc
         frames = re.findall(r'File "([^"]+)", line (\d+)', str(exc))
@@ -307,10 +381,9 @@ def _run(
         ref = task.options(
             num_cpus=needs.get("CPU", 0), num_gpus=needs.get("GPU", 0), resources=custom,
             max_retries=TASK_RETRIES, retry_exceptions=False, name=f"matrix {entry.name}",
-        ).remote(
-            matrix, entry.name, source=source, db=db, stored_url=stored_url,
-            run_name=f"matrix {entry.name} [ray {matrix_id}]", cwd=os.getcwd(),
-        )  # fmt: skip
+        ).remote(_Job(matrix, entry.name, source=source, db=db, stored_url=stored_url,
+                      run_name=f"matrix {entry.name} [ray {matrix_id}]",
+                      cwd=os.getcwd()).to_json())  # fmt: skip
         pending[ref] = entry
     rows: dict[str, MatrixRow] = {}
 
@@ -340,3 +413,7 @@ def _run(
         _cancel(ray, pending)
         raise
     return [rows[e.name] for e in matrix.entries]
+
+
+if __name__ == "__main__":
+    _entry_process_main()
