@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,18 +128,6 @@ async def _entry_report(cfg: GateConfig, store: Engine, run_name: str) -> Report
     return await run(cfg, store=store, run_name=run_name, resume=resume)
 
 
-def _on_asyncio_loop(coro: Coroutine[Any, Any, Report]) -> Report:
-    """Run `coro` on asyncio's own event loop. Ray's workers install uvloop's policy, whose
-    transports servegate's client does not take and which has no child watcher for launching
-    engines; servegate is written for (and measured on) asyncio's loop."""
-    policy = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(None)  # asyncio's default
-    try:
-        return asyncio.run(coro)
-    finally:
-        asyncio.set_event_loop_policy(policy)
-
-
 @dataclass(frozen=True)
 class _Job:
     """One entry's work, as the driver sends it (JSON: Ray carries plain text only)."""
@@ -179,7 +167,7 @@ def _run_job(job: _Job) -> str:
             cfg = cfg.model_copy(update={"run_dir": Path(job.cwd) / cfg.run_dir})
         store = open_engine(job.db)
         try:
-            report = _on_asyncio_loop(_entry_report(cfg, store, job.run_name))
+            report = asyncio.run(_entry_report(cfg, store, job.run_name))
         finally:
             store.dispose()
     except (PreflightError, ConfigError, EndpointError, StoreError) as exc:
@@ -210,7 +198,9 @@ def run_entry(job_json: str) -> str:
     The entry runs in a child process of the task's worker, not in the worker: a Ray worker
     SIGKILLs its own child processes when it exits (`kill_child_processes_on_worker_exit`), and
     an engine's guard killed so would leave its engine running. The entry's process is killed
-    instead (or ends when the worker's pipe closes), and the guards stop the engines."""
+    instead (or ends when the worker's pipe closes), and the guards stop the engines. (A fresh
+    interpreter also runs on asyncio's own loop: Ray's workers install uvloop's, whose
+    transports servegate's client does not take.)"""
     t0 = time.perf_counter()
     node_id = str(_ray().get_runtime_context().get_node_id())
     node = f"{socket.gethostname()} (node {node_id[:8]})"
