@@ -205,6 +205,17 @@ def test_each_entry_runs_as_a_ray_task_on_a_node_with_its_resources_and_is_store
     assert {r["run_id"] for r in rows.values() if r["run_id"]} == {
         r for r in _run_ids(postgres_url)
     }
+    # The same table from the store alone (`--collect`, as while it runs): the finished entries'
+    # verdicts, and the entry that never ran as not started.
+    matrix_id = runs[0][0].split("[ray ", 1)[1].rstrip("]")
+    collected = run_servegate("matrix", str(path), "--collect", matrix_id, "--db", postgres_url,
+                              "--json", str(tmp_path / "collected.json"), "--quiet")  # fmt: skip
+    assert collected.returncode == 3, collected.stderr  # tp4 has no verdict
+    again = _rows(tmp_path / "collected.json")
+    assert {n: (r["verdict"], r["run_id"]) for n, r in again.items()} == {
+        n: (r["verdict"], r["run_id"]) for n, r in rows.items()
+    }
+    assert again["tp4"]["error"] == "not started"
 
 
 def _run_ids(db: str) -> set[str]:

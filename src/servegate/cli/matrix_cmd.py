@@ -17,7 +17,12 @@ from servegate.config.loader import ConfigError
 from servegate.config.matrix import MATRIX_FIELDS, load_matrix
 from servegate.endpoints.errors import EndpointError
 from servegate.orchestration.matrix import MatrixRow, matrix_exit_code, run_matrix
-from servegate.orchestration.ray_matrix import PLACEMENT_TIMEOUT_S, run_matrix_on_ray
+from servegate.orchestration.ray_matrix import (
+    PLACEMENT_TIMEOUT_S,
+    collect_rows,
+    new_matrix_id,
+    run_matrix_on_ray,
+)
 from servegate.orchestration.runner import GATE_ORDER, PreflightError
 from servegate.reports.json_report import write_atomic
 from servegate.reports.plain import plain
@@ -88,6 +93,11 @@ def _announce(row: MatrixRow) -> None:
               show_default=True, metavar="SECONDS",
               help="With --ray: an entry no node of the cluster can place for this long is "
               "reported as not run.")  # fmt: skip
+@click.option("--collect", "collect_id", default=None, metavar="ID",
+              help="Show the table of the --ray matrix ID (printed when it starts) from --db "
+              "alone, while its entries still run: finished entries with their verdicts, the "
+              "others as running, interrupted or not started (exit 3 until all finished).",
+              )  # fmt: skip
 def matrix(
     matrix_file: Path,
     db: str,
@@ -95,6 +105,7 @@ def matrix(
     quiet: bool,
     ray_address: str | None,
     placement_timeout: float,
+    collect_id: str | None,
 ) -> None:
     """Run the gates for every entry of MATRIX_FILE (YAML: a shared baseline, run settings, and
     an entry per execution path: url or launch, model, engine_version, hardware, tp,
@@ -102,11 +113,15 @@ def matrix(
     the matrix with a result column per gate. Each entry is a recorded run (`servegate runs`).
 
     With --ray ADDRESS|auto each entry is a task of a Ray cluster, given the resources it asks
-    for (GPUs tp x pp, or its `resources:` block), and runs on the node Ray chose.
+    for (GPUs tp x pp, or its `resources:` block), and runs on the node Ray chose; the matrix's
+    ID is printed first, and `servegate matrix FILE --collect ID` shows its table from the
+    database while it runs (from any machine that reaches --db).
 
     Exit codes: 0 every entry passed, 1 an entry failed, 2 usage error or an entry that could
     not be run as configured, 3 an entry inconclusive."""
     outputs = checked({"json": json_path})
+    if collect_id is not None and ray_address is not None:
+        fail("--collect reads a matrix's runs from --db; it runs nothing: drop --ray", 2)
     try:
         if ray_address is not None:  # before anything is read or written
             require("ray", "servegate matrix --ray")
@@ -120,11 +135,19 @@ def matrix(
             stored_url = stored.endpoint_url
             for entry in spec.entries:
                 check_baseline_config(stored, spec.config(entry, str(matrix_file), stored_url))
-        if ray_address is not None:
+        if collect_id is not None:
+            rows = collect_rows(spec, store, collect_id)
+        elif ray_address is not None:
+            matrix_id = new_matrix_id()
+            if not quiet:
+                stderr.print(f"matrix {matrix_id} on Ray: `servegate matrix {matrix_file} "
+                             f"--collect {matrix_id}` shows its table while it runs",
+                             markup=False, highlight=False)  # fmt: skip
             rows = run_matrix_on_ray(spec, source=str(matrix_file), store=store,
                                      address=ray_address, stored_url=stored_url,
                                      placement_timeout_s=placement_timeout,
-                                     announce=None if quiet else _announce)  # fmt: skip
+                                     announce=None if quiet else _announce,
+                                     matrix_id=matrix_id)  # fmt: skip
         else:
             with gate_progress(not quiet) as progress:
                 local = run_matrix(spec, source=str(matrix_file), store=store,

@@ -317,6 +317,35 @@ def _refuse_unreachable(address: str) -> None:
         ) from None
 
 
+def new_matrix_id() -> str:
+    """Names one matrix's runs (`entry_run_name`): a retried task finds its own run by it, and
+    `--collect` all of them."""
+    return uuid.uuid4().hex[:8]
+
+
+def entry_run_name(entry: str, matrix_id: str) -> str:
+    return f"matrix {entry} [ray {matrix_id}]"
+
+
+def collect_rows(matrix: MatrixFile, store: Engine, matrix_id: str) -> list[MatrixRow]:
+    """The matrix's table from the store alone, while its entries still run (`servegate matrix
+    FILE --collect ID`): a finished entry's stored report; one still running, interrupted or
+    not started yet says so (inconclusive, exit 3 — no verdict yet)."""
+    rows: list[MatrixRow] = []
+    for entry in matrix.entries:
+        found = latest_named_run(store, entry_run_name(entry.name, matrix_id))
+        if found is None:
+            rows.append(MatrixRow(entry, None, "not started", EXIT_INCONCLUSIVE))
+        elif _terminal(found) and found.get("report_json"):
+            rows.append(MatrixRow(entry, stored_report(store, str(found["id"])), None,
+                                  int(found.get("exit_code") or 0)))  # fmt: skip
+        else:
+            state = shown_state(found)
+            rows.append(MatrixRow(entry, None, f"{state} (run {found['id']}, attempt "
+                                  f"{found.get('attempt') or 1})", EXIT_INCONCLUSIVE))  # fmt: skip
+    return rows
+
+
 def run_matrix_on_ray(
     matrix: MatrixFile,
     *,
@@ -326,6 +355,7 @@ def run_matrix_on_ray(
     stored_url: str | None = None,
     placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
     announce: Callable[[MatrixRow], None] | None = None,
+    matrix_id: str | None = None,
 ) -> list[MatrixRow]:
     """Run every entry as a task of the Ray cluster at `address` (`auto`: the one this machine
     belongs to); a row per entry, in the file's order. PreflightError when the cluster cannot be
@@ -347,7 +377,8 @@ def run_matrix_on_ray(
                 EXIT_USAGE,
             )
         return _run(ray, matrix, source=source, db=_database(store), stored_url=stored_url,
-                    placement_timeout_s=placement_timeout_s, announce=announce)  # fmt: skip
+                    placement_timeout_s=placement_timeout_s, announce=announce,
+                    matrix_id=matrix_id or new_matrix_id())  # fmt: skip
     finally:
         ray.shutdown()
 
@@ -361,8 +392,8 @@ def _run(
     stored_url: str | None,
     placement_timeout_s: float,
     announce: Callable[[MatrixRow], None] | None,
+    matrix_id: str,
 ) -> list[MatrixRow]:
-    matrix_id = uuid.uuid4().hex[:8]  # names this matrix's runs: a retried task finds its own
     task = ray.remote(run_entry)
     pending: dict[Any, MatrixEntry] = {}
     for entry in matrix.entries:
@@ -372,7 +403,7 @@ def _run(
             num_cpus=needs.get("CPU", 0), num_gpus=needs.get("GPU", 0), resources=custom,
             max_retries=TASK_RETRIES, retry_exceptions=False, name=f"matrix {entry.name}",
         ).remote(_Job(matrix, entry.name, source=source, db=db, stored_url=stored_url,
-                      run_name=f"matrix {entry.name} [ray {matrix_id}]",
+                      run_name=entry_run_name(entry.name, matrix_id),
                       cwd=os.getcwd()).to_json())  # fmt: skip
         pending[ref] = entry
     rows: dict[str, MatrixRow] = {}
