@@ -48,7 +48,9 @@ from servegate.verdict.judgement import check, judge, not_measured
 from servegate.verdict.model import Check, Status
 
 # A request seen fewer times than this gets no openings test of its own: with fewer answers a
-# side, a collapse to one opening cannot reach p below 0.001 (measured in the unit tests).
+# side, pooling to `min_expected` (5) leaves too few bins for even a collapse to one opening to
+# show. At this many or more the check still asks whether its draws could show a collapse, and
+# leaves out a request whose draws could not (its power statement).
 MIN_REPEATS = 10
 # What may differ between two sends of one request without changing the distribution asked for.
 NOT_THE_DISTRIBUTION = frozenset({"seed", "user", "stream", "stream_options"})
