@@ -56,6 +56,9 @@ class PairComparison:
         return dataclasses.asdict(self)
 
 
+# The comparison's fields that quote the answers' words: written to disk only as the answers'
+# bodies are (`--store-bodies`; proxy/recording.py).
+ANSWER_WORDS = ("primary_opening", "candidate_opening")
 # How much of an answer names its "opening": the category whose distribution sampled answers to
 # one repeated request are compared on (first words vary with the sampler, not with the length).
 OPENING_WORDS = 3

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from servegate.proxy.comparison import ANSWER_WORDS
 from servegate.proxy.limits import ByteBudget
 from servegate.proxy.redaction import redact_headers, redact_value
 from servegate.proxy.settings import StoreBodies
@@ -161,6 +162,11 @@ class RecordSink:
         kept = {k: v for k, v in answer.items() if k != "body"}
         return {**redact_value(kept), "body": self._body(answer.get("body"))}
 
+    def _comparison(self, comparison: Mapping[str, Any]) -> dict[str, Any]:
+        """The comparison, its quotes of the answers' words kept only as the bodies are."""
+        kept = {k: self._body(v) if k in ANSWER_WORDS else v for k, v in comparison.items()}
+        return dict(redact_value(kept))
+
     def _write(self, record: Record) -> None:
         request = self._body(record.request)
         headers = redact_headers(record.headers)
@@ -174,5 +180,5 @@ class RecordSink:
                 {"headers": headers, "body": request},
                 self._answer(record.primary or {}),
                 None if record.candidate is None else self._answer(record.candidate),
-                None if record.comparison is None else redact_value(record.comparison),
+                None if record.comparison is None else self._comparison(record.comparison),
             )
