@@ -22,7 +22,6 @@ from servegate.endpoints.http import OpenAIEndpoint
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.recording import HeldRecords, NullRecorder, Recorder
 from servegate.endpoints.urls import display_url, normalise_url
-from servegate.environment.fingerprint import host_fields, launch_record, side_fingerprint
 from servegate.gates import startup
 from servegate.gates.pair import EndpointPair
 from servegate.gates.performance.table import performance_evidence, performance_table
@@ -30,6 +29,13 @@ from servegate.gates.startup.launch import judge_launch, launch_metrics
 from servegate.managed.launch_evidence import LaunchEvidence
 from servegate.managed.launcher import Managed
 from servegate.managed.sides import launched
+from servegate.orchestration.fingerprints import (
+    endpoint_fingerprint,
+    resume_refusal,
+    run_fingerprints,
+    stored_fingerprint,
+    with_launch,
+)
 from servegate.orchestration.gate_sequence import (
     GATE_ORDER,
     GATES,
@@ -40,19 +46,18 @@ from servegate.orchestration.gate_sequence import (
     run_gates,
 )
 from servegate.orchestration.inputs import check_inputs
-from servegate.probes.loader import suite_identity
+from servegate.orchestration.preflight import Preflight, PreflightError, choose_model, preflight
 from servegate.store.baselines import (
     StoredBaseline,
     baseline_refusal,
     load_baseline,
     stored_endpoint,
 )
-from servegate.store.reader import stored_report
-from servegate.store.resume import ResumePoint, changed
+from servegate.store.resume import ResumePoint
 from servegate.store.writer import RunWriter, StoreError
 from servegate.verdict.correctness import correctness_table
 from servegate.verdict.judgement import gate_result
-from servegate.verdict.model import Fingerprint, GateResult, LaunchRecord, Report, Status
+from servegate.verdict.model import Fingerprint, GateResult, Report, Status
 from servegate.verdict.rules import EXIT_INCONCLUSIVE, EXIT_USAGE, decide
 
 # The gate table and run_gates live in gate_sequence.py; re-exported here for the CLI and matrix.
@@ -82,50 +87,6 @@ DEFINITIONS = {
 }
 
 
-class PreflightError(Exception):
-    """An endpoint cannot be compared at all; carries the exit code (2 usage, 3 inconclusive)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-@dataclass(frozen=True)
-class Preflight:
-    models: tuple[str, ...]
-
-
-async def preflight(ep: Endpoint, deadline_s: float) -> Preflight:
-    """Is this an OpenAI-compatible server we can reach? Unreachable: 3; not OpenAI: 2."""
-    resp = await ep.raw("GET", "/models", deadline_s=deadline_s)
-    where = f"{ep.name} {display_url(ep.base_url)}"
-    if resp.error is not None and resp.status is None:
-        raise PreflightError(
-            f"{where} unreachable: {resp.error.category}: {resp.error.message}", EXIT_INCONCLUSIVE
-        )
-    ctype = resp.headers.get("content-type", resp.headers.get("Content-Type", ""))
-    try:
-        data = resp.json() if resp.status == 200 else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-        raise PreflightError(
-            f"{where} does not look like an OpenAI-compatible server: GET /models answered "
-            f"HTTP {resp.status} {ctype or 'without a content type'} (expected JSON with a 'data' "
-            "list; is the URL's path right, e.g. http://host:port/v1?)",
-            EXIT_USAGE,
-        )
-    ids = tuple(str(m.get("id")) for m in data["data"] if isinstance(m, dict))
-    return Preflight(models=ids)
-
-
-def _choose_model(cfg: GateConfig, b: Preflight, c: Preflight) -> str | None:
-    if cfg.model is not None:
-        return cfg.model
-    common = [m for m in b.models if m in c.models] or list(b.models)
-    return common[0] if common else None
-
-
 def _secrets(cfg: GateConfig) -> list[str]:
     """API keys, URL passwords and launch environment values of this run, and this process's
     secret-named variables: never written into a crash reason."""
@@ -149,23 +110,6 @@ def _crash_reason(exc: BaseException, secrets: Sequence[str]) -> str:
     return reason[:2000]
 
 
-def run_fingerprints(cfg: GateConfig, sides: Mapping[str, Fingerprint]) -> dict[str, Any]:
-    """What a run compared, flat (`candidate.models`, `suite`, …): stored when the run starts
-    and compared field by field when it is resumed."""
-    flat: dict[str, Any] = {"servegate": __version__}
-    if "golden" in cfg.gates:
-        flat["suite"] = suite_identity(cfg.suite)
-    for side, fp in sides.items():
-        for key, value in fp.model_dump(mode="json").items():
-            # The URL is in the configuration, compared there; a launch's times, memory and pid
-            # differ on every start, its command does not.
-            if key == "launch":
-                flat[f"{side}.launch.command"] = value["command"] if value else None
-            elif key != "url":
-                flat[f"{side}.{key}"] = value
-    return flat
-
-
 def _stored_baseline(cfg: GateConfig, store: Engine | None) -> StoredBaseline | None:
     if cfg.baseline_run is None:
         return None
@@ -175,18 +119,6 @@ def _stored_baseline(cfg: GateConfig, store: Engine | None) -> StoredBaseline | 
         return load_baseline(store, cfg.baseline_run)
     except StoreError as exc:
         raise PreflightError(str(exc), exc.exit_code) from None
-
-
-def _stored_fingerprint(store: Engine, stored: StoredBaseline, model: str | None) -> Fingerprint:
-    """The baseline's fingerprint as its recording saw it, naming the stored baseline."""
-    try:
-        recorded = stored_report(store, stored.run_id).baseline
-    except StoreError as exc:
-        raise PreflightError(
-            f"the stored baseline {stored.name!r} cannot be read: {exc}", exc.exit_code
-        ) from None
-    named = f"{stored.name} (recorded {stored.created_at}, run {stored.run_id})"
-    return recorded.model_copy(update={"model": model, "stored_baseline": named})
 
 
 def _not_applicable_on_a_recording(name: str, why: str) -> GateRunner:
@@ -214,18 +146,6 @@ ON_A_RECORDING = {
         "own draws and report, and a recording has no draws to sample again",
     ),
 }
-
-
-def _resume_refusal(resume: ResumePoint, now: Mapping[str, Any]) -> str | None:
-    if not resume.fingerprints:
-        return (
-            f"run {resume.run_id} was recorded without endpoint fingerprints (by an older "
-            "servegate): it cannot be resumed; start a new run"
-        )
-    why = changed(
-        resume.fingerprints, now, "an endpoint or the suite changed since the run started"
-    )
-    return f"cannot resume run {resume.run_id}: {why}; start a new run" if why else None
 
 
 def _launch_failed(
@@ -304,40 +224,6 @@ async def run(
                           stored=stored)  # fmt: skip
 
 
-def _launch_record(side: Managed) -> LaunchRecord:
-    sampler = side.sampler
-    if sampler is None:
-        ev = side.evidence
-        return launch_record(ev, ev.peak_rss_mb, ev.gpu_memory_mb, ev.gpu_note)
-    return launch_record(side.evidence, sampler.peak_rss_mb, sampler.peak_gpu_mb, sampler.gpu_note)
-
-
-def _with_launch(fp: Fingerprint, side: Managed | None) -> Fingerprint:
-    return fp if side is None else fp.model_copy(update={"launch": _launch_record(side)})
-
-
-async def _fingerprint(
-    name: str,
-    cfg: EndpointConfig,
-    ep: Endpoint,
-    url: str,
-    model: str | None,
-    models: tuple[str, ...],
-    managed: Mapping[str, Managed],
-) -> Fingerprint:
-    side = managed.get(name)
-    if side is None and cfg.launch is not None:  # not started: an earlier side failed
-        return await side_fingerprint(None, cfg, url="not started", model=model)
-    if side is None:
-        return await side_fingerprint(ep, cfg, url=url, model=model, models=models)
-    host = await host_fields(cfg, side.argv, side.env, side.evidence.engine)
-    served = ep if side.evidence.ready else None  # a failed launch is not asked anything
-    return await side_fingerprint(
-        served, cfg, url=url, model=model, models=models, host=host,
-        launch=_launch_record(side),
-    )  # fmt: skip
-
-
 def _url_of(name: str, side: EndpointConfig, managed: Mapping[str, Managed]) -> str:
     """The side's OpenAI base URL: where servegate launched it, else as configured."""
     if name in managed:
@@ -413,7 +299,7 @@ async def _preflight_sides(
     c_pre = await preflight(sides.candidate, cfg.probe_deadline_s)
     if sides.replica is not None:
         await preflight(sides.replica, cfg.probe_deadline_s)
-    return b_pre, c_pre, _choose_model(cfg, b_pre, c_pre)
+    return b_pre, c_pre, choose_model(cfg, b_pre, c_pre)
 
 
 async def _side_fingerprints(
@@ -430,12 +316,12 @@ async def _side_fingerprints(
     """Baseline and candidate fingerprints, their GETs held in `held`; a stored baseline's is
     the one its recording saw."""
     if stored is not None and store is not None:
-        b_fp = _stored_fingerprint(store, stored, model)
+        b_fp = stored_fingerprint(store, stored, model)
     else:
-        b_fp = await _fingerprint("baseline", cfg.baseline, held.wrap(sides.baseline),
+        b_fp = await endpoint_fingerprint("baseline", cfg.baseline, held.wrap(sides.baseline),
                                   display_url(sides.baseline_url), model, listed[0].models,
                                   managed)  # fmt: skip
-    c_fp = await _fingerprint("candidate", cfg.candidate, held.wrap(sides.candidate),
+    c_fp = await endpoint_fingerprint("candidate", cfg.candidate, held.wrap(sides.candidate),
                               display_url(sides.candidate_url), model, listed[1].models,
                               managed)  # fmt: skip
     return b_fp, c_fp
@@ -461,7 +347,7 @@ def _run_row(
     if store is None:
         return None
     if resume is not None:
-        refusal = _resume_refusal(resume, fingerprints)
+        refusal = resume_refusal(resume, fingerprints)
         if refusal is not None:
             raise PreflightError(refusal, EXIT_USAGE)
         return RunWriter.resume(store, resume.run_id, resume.attempt)
@@ -615,8 +501,8 @@ async def _compare(
         results = await _gate_results(pair, cfg, writer, launch_failed=failed,
                                       progress=progress, gates=gates, resume=resume)  # fmt: skip
         # Memory peaks cover the whole run: read them now.
-        b_fp = _with_launch(b_fp, managed.get("baseline"))
-        c_fp = _with_launch(c_fp, managed.get("candidate"))
+        b_fp = with_launch(b_fp, managed.get("baseline"))
+        c_fp = with_launch(c_fp, managed.get("candidate"))
         report = _report(results, (b_fp, c_fp), writer, start)
         if writer is not None:
             writer.finish(report)
