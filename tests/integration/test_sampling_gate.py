@@ -88,6 +88,10 @@ def test_two_clean_engines_sample_alike_and_as_they_report(
     # for n > 1: neither is offered, so neither is judged.
     assert got["seed"] is Outcome.NOT_APPLICABLE
     assert got["choices"] is Outcome.NOT_APPLICABLE
+    # Its chat handler drops logit_bias (measured: the banned top token is still drawn); the ids
+    # came from its own /extras/tokenize, so the check got as far as the draws.
+    assert got["logit_bias"] is Outcome.NOT_APPLICABLE
+    assert any("the baseline ignores logit_bias (banned" in item for item in result.not_applicable)
 
 
 @pytest.mark.parametrize(

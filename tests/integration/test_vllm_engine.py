@@ -352,17 +352,19 @@ def _failed(report: dict[str, Any], gate: str) -> set[str]:
 @pytest.mark.timeout(1600)
 @pytest.mark.parametrize(
     ("fault_url", "check"),
-    [(["seed-dropped"], "seed"), (["n-collapsed"], "choices")],
+    [(["seed-dropped"], "seed"), (["n-collapsed"], "choices"),
+     (["logit-bias-dropped"], "logit_bias")],
     indirect=["fault_url"],
-    ids=["seed-dropped", "n-collapsed"],
-)
+    ids=["seed-dropped", "n-collapsed", "logit-bias-dropped"],
+)  # fmt: skip
 def test_a_dropped_seed_or_collapsed_n_in_front_of_vllm_fails_the_sampling_gate_on_that_check(
     tmp_path: Path, vllm_url: str, fault_url: str, check: str
 ) -> None:
-    """The two sampling faults that only a server offering seeds and n > 1 can show (llama.cpp
-    offers neither: there they are not applicable). vLLM reproduces each seed and answers 4
-    different choices for n 4; in front of it the fault layer drops the seed, or repeats choice
-    0 under every index. Nothing else the gate judges changes, so that check alone fails."""
+    """The three sampling faults that only a server offering seeds, n > 1 and logit_bias can
+    show (llama.cpp offers none of them on chat: there they are not applicable). vLLM
+    reproduces each seed, answers 4 different choices for n 4 and honours logit_bias; in front
+    of it the fault layer drops the seed, repeats choice 0 under every index, or drops the
+    bias. Nothing else the gate judges changes, so that check alone fails."""
     code, report = _url_gate(tmp_path, vllm_url, {"url": fault_url}, "sampling", timeout_s=900)
     sampling = report["gates"][0]
     judged = next(c for c in sampling["checks"] if c["name"] == check)

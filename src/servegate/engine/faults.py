@@ -332,6 +332,12 @@ def penalties_stripped(options: FaultOptions) -> Fault:
     return _rewrite_request(neutralise_penalties)
 
 
+def logit_bias_dropped(options: FaultOptions) -> Fault:
+    """A sampled request's `logit_bias` is dropped: banned tokens come back, forced ones do not
+    (the class of a sampler path that skips the bias, as llama-cpp-python's chat handler does)."""
+    return _rewrite_request(lambda p: drop_keys(p, ("logit_bias",)))
+
+
 def n_collapsed(options: FaultOptions) -> Fault:
     """Answers with n > 1 choices repeat choice 0 under every index, streamed or not (vLLM
     #12584's one output for n > 1)."""
@@ -420,6 +426,10 @@ FAULTS: dict[str, FaultSpec] = {
     "penalties-stripped": FaultSpec(
         "presence, frequency and repetition penalties of sampled requests do nothing (0, 0, 1)",
         penalties_stripped,
+    ),
+    "logit-bias-dropped": FaultSpec(
+        "a sampled request's logit_bias is dropped: banned tokens are drawn, forced ones not",
+        logit_bias_dropped,
     ),
     "n-collapsed": FaultSpec(
         "answers with n > 1 choices repeat choice 0 under every index, streamed or not",

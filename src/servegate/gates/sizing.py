@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.protocol import Endpoint
 from servegate.environment.server import model_fields, props_fields
 from servegate.gates.pair import EndpointPair
+from servegate.gates.tokenizer import answer_json, server_tokens
 
 IMPOSSIBLE_WORD = "hello "
 # The prompt exceeds the larger context by this factor, so a tokenizer that counts a little
@@ -83,37 +83,21 @@ def context_in_error(message: str) -> int | None:
     return None
 
 
-def _json(resp: Any) -> Any:
-    try:
-        return resp.json() if resp.ok else None
-    except ValueError:
-        return None
-
-
 async def discover_context(
     pair: EndpointPair, ep: Endpoint, deadline_s: float, gate: str
 ) -> tuple[int | None, str]:
     """One side's context length in tokens and where it came from; (None, why) when the server
     does not say."""
     probe = pair.recording(ep, gate=gate, probe="context")
-    listing = _json(await probe.raw("GET", "/models", deadline_s=deadline_s))
+    listing = answer_json(await probe.raw("GET", "/models", deadline_s=deadline_s))
     fields = model_fields(listing, pair.model)
     if "server.max_context" not in fields:
-        props = _json(await probe.raw("GET", "../props", deadline_s=deadline_s))
+        props = answer_json(await probe.raw("GET", "../props", deadline_s=deadline_s))
         fields = props_fields(props)
     value = fields.get("server.max_context")
     if value is None or not value.isdigit() or int(value) <= 0:
         return None, "no context length in /v1/models or /props"
     return int(value), fields.get("server.max_context.source", "")
-
-
-def _count(body: Any) -> int | None:
-    if not isinstance(body, dict):
-        return None
-    if isinstance(body.get("count"), int):
-        return int(body["count"])
-    tokens = body.get("tokens")
-    return len(tokens) if isinstance(tokens, list) else None
 
 
 async def _tokens_per_word(
@@ -122,17 +106,9 @@ async def _tokens_per_word(
     """Tokens per filler word, by the server's own count of SAMPLE_WORDS of them."""
     probe = pair.recording(ep, gate=gate, probe="context:tokenize")
     text = IMPOSSIBLE_WORD * SAMPLE_WORDS
-    # Paths relative to the /v1 base URL.
-    routes: tuple[tuple[str, dict[str, Any]], ...] = (
-        ("../tokenize", {"model": pair.model, "prompt": text}),  # vLLM
-        ("../tokenize", {"content": text}),  # llama.cpp server
-        ("../extras/tokenize", {"input": text}),  # llama-cpp-python
-    )
-    for path, body in routes:
-        resp = await probe.raw("POST", path, body, deadline_s=deadline_s)
-        count = _count(_json(resp))
-        if count:
-            return count / SAMPLE_WORDS, f"counted by {path.removeprefix('..')}"
+    ids, how = await server_tokens(probe, pair.model, text, deadline_s)
+    if ids:
+        return len(ids) / SAMPLE_WORDS, how.replace("tokenized", "counted")
     answer = await probe.completion(
         pair.body({"prompt": text, "max_tokens": 1, "temperature": 0}), deadline_s=deadline_s
     )

@@ -273,6 +273,8 @@ def test_fault_options_refuse_values_that_mean_nothing(options: dict[str, Any]) 
         ("nucleus-narrowed", {"temperature": 1.0, "top_p": 0.5}, {"temperature": 1.0,
                                                                   "top_p": 0.25}),
         ("seed-dropped", {"temperature": 1.0, "seed": 7}, {"temperature": 1.0}),
+        ("logit-bias-dropped", {"temperature": 1.0, "logit_bias": {"504": -100}},
+         {"temperature": 1.0}),
         ("penalties-stripped", {"temperature": 1.0, "presence_penalty": 1.5,
                                 "repeat_penalty": 1.3}, {"temperature": 1.0,
                                 "presence_penalty": 0.0, "repeat_penalty": 1.0}),

@@ -1,8 +1,9 @@
 """The sampling gate: sampled requests draw from the distribution each side reports, and the
 candidate draws from the baseline's.
 
-`plan` (the cells: prompts, temperatures, top_p/top_k/min_p, what was seen), `collect` (I/O),
-`first_token` (each side's tests on plain data), `judgement` (pure `evaluate`). The statistics
+`plan` (the cells: prompts, temperatures, top_p/top_k/min_p, logit_bias, what was seen),
+`collect` (I/O), `first_token` (each side's tests on plain data), `sequences` (seeds, n > 1,
+penalties), `bias` (logit_bias), `judgement` (pure `evaluate`). The statistics
 are in servegate.stats.goodness_of_fit.
 """
 

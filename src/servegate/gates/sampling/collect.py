@@ -17,10 +17,12 @@ from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.pair import EndpointPair
+from servegate.gates.sampling.bias import candidates
 from servegate.gates.sampling.first_token import reported
 from servegate.gates.sampling.plan import (
     NAME,
     NEUTRALS,
+    BiasTarget,
     Cell,
     CellDraws,
     Reported,
@@ -33,6 +35,7 @@ from servegate.gates.sampling.plan import (
     truncation_cells,
 )
 from servegate.gates.sampling.sequences import SequenceDraws, SequenceRequest, sequence_requests
+from servegate.gates.tokenizer import single_token
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -145,6 +148,43 @@ async def sequences(
     )
 
 
+async def bias_target(
+    pair: EndpointPair, plan: SamplingPlan, reports: Mapping[str, Reported], dl: float
+) -> tuple[BiasTarget | None, str]:
+    """The logit_bias cells' tokens: the most concentrated prompt's top token to ban and its
+    least likely reported token to force, each one token with one id on both sides' own
+    tokenizers; (None, why) when no prompt gives such a pair."""
+    if not plan.bias_draws:
+        return None, "logit_bias was not asked (plan.bias_draws is 0)"
+    sides = (("baseline", pair.baseline), ("candidate", pair.candidate))
+    probes = {s: pair.recording(ep, gate=NAME, probe="logit_bias:tokenize") for s, ep in sides}
+
+    async def one_id(token: str) -> tuple[int | None, str]:
+        ids = {}
+        for side, probe in probes.items():
+            found, why = await single_token(probe, pair.model, token, dl)
+            if found is None:
+                return None, f"{side}: {why}"
+            ids[side] = found
+        if ids["baseline"] != ids["candidate"]:
+            return None, f"the sides' tokenizers give {token!r} different ids ({ids})"
+        return ids["baseline"], ""
+
+    why = "no baseline temperature-1 report names a token to ban and one to force"
+    for pid, text, (banned, banned_p), rare in candidates(plan.prompts, reports):
+        banned_id, why = await one_id(banned)
+        if banned_id is None:
+            if "tokenizer endpoint" in why:
+                return None, why  # no route on this server: another prompt will not help
+            continue
+        for forced, forced_p in rare[:3]:
+            forced_id, why = await one_id(forced)
+            if forced_id is not None and forced_id != banned_id:
+                return BiasTarget(pid, text, banned, banned_id, banned_p, forced, forced_id,
+                                  forced_p), ""  # fmt: skip
+    return None, why
+
+
 async def collect(
     pair: EndpointPair,
     cfg: GateConfig,
@@ -163,7 +203,8 @@ async def collect(
     setup = {"baseline": b_setup, "candidate": c_setup}
     first = reference_cells(plan)
     total = 2 * (len(first) + len(plan.temperatures) * len(plan.prompts)
-                 + len(plan.truncations) * plan.truncation_prompts)  # fmt: skip
+                 + len(plan.truncations) * plan.truncation_prompts
+                 + (2 if plan.bias_draws else 0))  # fmt: skip
     finished = 0
 
     def done() -> None:
@@ -185,7 +226,9 @@ async def collect(
                     "the margins" if baseline else "the baseline gave no temperature-1 report")
         for kind in plan.truncations if str(kind) not in planned
     )  # fmt: skip
-    rest = await _cells(pair, [*tempered_cells(plan), *truncations], setup, plan, dl, done)
+    target, bias_unplanned = await bias_target(pair, plan, baseline, dl)
+    biased = target.cells(plan.bias_draws) if target is not None else []
+    rest = await _cells(pair, [*tempered_cells(plan), *truncations, *biased], setup, plan, dl, done)
     longer = await sequences(pair, plan, setup, dl)
     if progress is not None:
         progress(total, total, "")
@@ -199,4 +242,6 @@ async def collect(
         seconds=time.perf_counter() - started,
         unplanned=unplanned,
         sequences=longer,
+        bias=target,
+        bias_unplanned=bias_unplanned,
     )

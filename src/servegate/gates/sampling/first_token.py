@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.gates.evidence import excerpt
 from servegate.gates.sampling.plan import TOP_LOGPROBS, CellDraws, Kind, Reported, kept
@@ -137,7 +138,7 @@ def reported(draws: Sequence[Completion]) -> Reported | None:
     return Reported(tuple(t for _, t in ranked), tuple(p * scale for p, _ in ranked))
 
 
-def _answered(draws: Sequence[Completion]) -> tuple[list[Completion], str]:
+def answered(draws: Sequence[Completion]) -> tuple[list[Completion], str]:
     ok = [c for c in draws if c.ok]
     if not draws:
         return ok, "no draws were sent"
@@ -148,6 +149,18 @@ def _answered(draws: Sequence[Completion]) -> tuple[list[Completion], str]:
         failed = len(draws) - len(ok)
         return ok, f"{failed} of {len(draws)} draws failed ({kinds}; {excerpt(first.message, 120)})"
     return ok, ""
+
+
+def refused(cells: Sequence[CellDraws], side: str) -> str | None:
+    """Why a side refuses every draw of these cells (HTTP 4xx), or None."""
+    draws = [c for cd in cells for c in cd.side(side)]
+    if not draws or any(c.ok or c.error is None for c in draws):
+        return None
+    errors = [c.error for c in draws if c.error is not None]
+    if not all(e.category is ErrorCategory.REJECTED for e in errors):
+        return None
+    first = errors[0]
+    return f"HTTP {first.status}: {excerpt(first.body_excerpt or first.message, 160)}"
 
 
 def drawn(draws: Sequence[Completion], limit: int = 6) -> str:
@@ -171,7 +184,7 @@ def reference_test(
 ) -> tuple[CellResult, Reported | None]:
     """Temperature 1 against the side's own report: Pearson with the unreported tokens pooled."""
     probe = cell.cell.probe
-    draws, why = _answered(cell.side(side))
+    draws, why = answered(cell.side(side))
     report = reported(draws)
     if why:
         return CellResult(probe, None, len(draws), "", reason=why), report
@@ -196,7 +209,7 @@ def tempered_test(
     """Another temperature against the side's tempered temperature-1 report: the fit among the
     reported tokens and the unreported share against its bounds, each at half the level."""
     probe, t = cell.cell.probe, cell.cell.temperature
-    draws, why = _answered(cell.side(side))
+    draws, why = answered(cell.side(side))
     if why or report is None:
         return CellResult(probe, None, len(draws), "",
                           reason=why or "no temperature-1 report on this side")  # fmt: skip
@@ -223,7 +236,7 @@ def truncation_test(
     """No draw outside the kept set of the side's own report; inside it, the renormalised
     report fits."""
     probe, kind = cell.cell.probe, cell.cell.kind
-    draws, why = _answered(cell.side(side))
+    draws, why = answered(cell.side(side))
     if why or report is None:
         return CellResult(probe, None, len(draws), "",
                           reason=why or "no temperature-1 report on this side")  # fmt: skip

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from servegate.config.models import Policy
-from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
-from servegate.gates.evidence import curl, excerpt
+from servegate.gates.evidence import curl
 from servegate.gates.pair import timed_out
+from servegate.gates.sampling.bias import bias_check
 from servegate.gates.sampling.first_token import (
     FamilyResult,
     LogprobsMode,
@@ -26,6 +26,7 @@ from servegate.gates.sampling.first_token import (
     homogeneity_test,
     logprobs_mode,
     reference_test,
+    refused,
     tempered_test,
     truncation_test,
 )
@@ -56,18 +57,6 @@ TITLES = {
     Kind.TOP_K: "top_k keeps the k most likely reported tokens",
     Kind.MIN_P: "min_p keeps the tokens above its share of the most likely",
 }
-
-
-def _refused(cells: Sequence[CellDraws], side: str) -> str | None:
-    """Why a side refuses every draw of these cells (HTTP 4xx), or None."""
-    draws = [c for cd in cells for c in cd.side(side)]
-    if not draws or any(c.ok or c.error is None for c in draws):
-        return None
-    errors = [c.error for c in draws if c.error is not None]
-    if not all(e.category is ErrorCategory.REJECTED for e in errors):
-        return None
-    first = errors[0]
-    return f"HTTP {first.status}: {excerpt(first.body_excerpt or first.message, 160)}"
 
 
 def _power_text(
@@ -315,14 +304,13 @@ def _truncation(
     left_out = dict(ev.unplanned).get(name)
     if left_out is not None or not cells:
         return not_measured(name, title, left_out or "no cell was planned"), []
-    refused = {side: _refused(cells, side) for side in SIDES}
-    if refused["baseline"]:
-        why = f"the baseline refuses {kind}: {refused['baseline']}"
+    refusals = {side: refused(cells, side) for side in SIDES}
+    if refusals["baseline"]:
+        why = f"the baseline refuses {kind}: {refusals['baseline']}"
         return not_applicable(name, title, why), []
-    if refused["candidate"]:
-        why = (
-            f"the candidate refuses {kind}, which the baseline samples with: {refused['candidate']}"
-        )
+    if refusals["candidate"]:
+        why = f"the candidate refuses {kind}, which the baseline samples with: "
+        why += str(refusals["candidate"])
         body = {**cells[0].candidate_request, **({"model": ev.model} if ev.model else {})}
         finding = Finding(
             probe=cells[0].cell.probe,
@@ -406,6 +394,10 @@ def evaluate(ev: SamplingEvidence, policy: Policy, *, strict: bool = False) -> G
     modes = {side: logprobs_mode(ev.cells, side, reports[side]) for side in SIDES}
     judged.append(_mode_check(modes, ev))
     judged += _sequence_checks(ev, policy)
+    if ev.plan.bias_draws:
+        biased = [*_by(ev, Kind.BAN), *_by(ev, Kind.FORCE)]
+        judged.append(bias_check(biased, ev.bias, ev.bias_unplanned, ev.candidate_url, ev.model,
+                                 policy.sampling.power))  # fmt: skip
     checks = [c for c, _ in judged] + [_hangs(ev, policy)]
     findings = [f for _, more in judged for f in more]
     metrics.update({

@@ -55,6 +55,8 @@ class Kind(StrEnum):
     TOP_P = "top_p"
     TOP_K = "top_k"
     MIN_P = "min_p"
+    BAN = "ban"  # logit_bias −100 on the most likely token (bias.py)
+    FORCE = "force"  # logit_bias +100 on an unlikely one
 
 
 TRUNCATIONS = (Kind.TOP_P, Kind.TOP_K, Kind.MIN_P)
@@ -65,7 +67,7 @@ class SamplingPlan:
     """How many draws of what; every threshold lives in `Policy.sampling`.
 
     Cost on the reference engine (2 cores, idle): 30-60 ms a draw, so the default plan's
-    4 × (96 + 2 × 48) + 3 × 2 × 48 = 1,056 draws take 30-60 s a side, the sides at once."""
+    4 × (96 + 2 × 48) + 3 × 2 × 48 + 2 × 24 = 1,104 draws take 30-60 s a side, the sides at once."""
 
     prompts: tuple[tuple[str, str], ...] = PROMPTS
     reference_draws: int = 96
@@ -81,12 +83,13 @@ class SamplingPlan:
     seeds: tuple[int, ...] = SEEDS
     choices_requests: int = 2
     penalty_draws: int = 10
+    bias_draws: int = 24  # each of the logit_bias cells (bias.py); 0 leaves the check out
 
     def __post_init__(self) -> None:
         if min(self.reference_draws, self.tempered_draws, self.truncation_draws) < 1:
             raise ValueError("every cell needs at least one draw")
-        if self.choices_requests < 0 or self.penalty_draws < 0:
-            raise ValueError("choices_requests and penalty_draws must not be negative")
+        if min(self.choices_requests, self.penalty_draws, self.bias_draws) < 0:
+            raise ValueError("choices_requests, penalty_draws and bias_draws must not be negative")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if any(t <= 0 or t == 1.0 for t in self.temperatures):
@@ -229,6 +232,35 @@ def truncation_cells(plan: SamplingPlan, baseline: Mapping[str, Reported]) -> li
     return cells
 
 
+# --- logit_bias ------------------------------------------------------------------------------
+
+BAN, FORCE = -100, 100
+
+
+@dataclass(frozen=True)
+class BiasTarget:
+    """The tokens `logit_bias` is tried with, their ids (equal on both sides) and the
+    probabilities the baseline's temperature-1 report gives them."""
+
+    prompt_id: str
+    prompt: str
+    banned: str
+    banned_id: int
+    banned_p: float
+    forced: str
+    forced_id: int
+    forced_p: float
+
+    def cells(self, draws: int) -> list[Cell]:
+        ban = {"logit_bias": {str(self.banned_id): BAN}}
+        force = {"logit_bias": {str(self.forced_id): FORCE}}
+        return [
+            Cell(f"{self.prompt_id}:ban", self.prompt_id, self.prompt, Kind.BAN, 1.0, ban, draws),
+            Cell(f"{self.prompt_id}:force", self.prompt_id, self.prompt, Kind.FORCE, 1.0, force,
+                 draws),
+        ]  # fmt: skip
+
+
 # --- what was seen ---------------------------------------------------------------------------
 
 
@@ -275,3 +307,5 @@ class SamplingEvidence:
     # Kinds of truncation cell left out, and why (no prompt gave a clear kept set).
     unplanned: tuple[tuple[str, str], ...] = ()
     sequences: tuple[SequenceDraws, ...] = ()
+    bias: BiasTarget | None = None  # the logit_bias cells' tokens (their draws are in `cells`)
+    bias_unplanned: str = ""  # why no logit_bias cell was planned

@@ -13,9 +13,11 @@ import numpy as np
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, RawResponse, TokenLogprob
+from servegate.gates.sampling.bias import candidates
 from servegate.gates.sampling.first_token import reported
 from servegate.gates.sampling.plan import (
     NEUTRALS,
+    BiasTarget,
     Cell,
     CellDraws,
     Reported,
@@ -63,6 +65,7 @@ class Server:
     # answers n > 1 at temperature 0)
     choices: str = "offered"
     penalties: bool = True  # penalties lower repetition
+    bias: bool = True  # logit_bias honoured (token ids: positions in `probs`)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -104,11 +107,15 @@ class Server:
             return Completion(status=400, error=error)
         t = 0.0 if self.greedy else self.temperature or float(body["temperature"])
         keep = self._kept(body)
+        biased = self.p.copy()
+        for token_id, bias in (body.get("logit_bias") or {}).items() if self.bias else ():
+            biased[int(token_id)] *= math.exp(bias)
+        base = biased / biased.sum()
         if t == 0:
-            sampled = int(np.argmax(np.where(keep, self.p, -1)))
+            sampled = int(np.argmax(np.where(keep, base, -1)))
             shown = np.log(self.p)
         else:
-            w = np.where(keep, self.p ** (1 / t), 0.0)
+            w = np.where(keep, base ** (1 / t), 0.0)
             w /= w.sum()
             sampled = int(self.rng.choice(len(w), p=w))
             with np.errstate(divide="ignore"):
@@ -195,6 +202,22 @@ def _side(server: Server, cells: Sequence[Cell]) -> list[tuple[Completion, ...]]
     return [tuple(server.draw(cell.request(neutral)) for _ in range(cell.draws)) for cell in cells]
 
 
+def bias_target(
+    baseline: Server, candidate: Server, plan: SamplingPlan, reports: Mapping[str, Reported]
+) -> tuple[BiasTarget | None, str]:
+    """What collect's bias_target finds, the tokenizer being each server's token list."""
+    if not plan.bias_draws:
+        return None, "logit_bias was not asked (plan.bias_draws is 0)"
+    for pid, text, (banned, banned_p), rare in candidates(plan.prompts, reports):
+        ids = {s.tokens.index(banned) for s in (baseline, candidate)}
+        forced, forced_p = rare[0]
+        forced_ids = {s.tokens.index(forced) for s in (baseline, candidate)}
+        if len(ids) == 1 and len(forced_ids) == 1:
+            return BiasTarget(pid, text, banned, ids.pop(), banned_p, forced, forced_ids.pop(),
+                              forced_p), ""  # fmt: skip
+    return None, "the sides' tokenizers give different ids"
+
+
 def evidence(
     baseline: Server, candidate: Server, plan: SamplingPlan | None = None
 ) -> SamplingEvidence:
@@ -207,8 +230,10 @@ def evidence(
         report = reported([d for d in draws if d.ok])
         if report is not None:
             reports[cell.prompt_id] = report
+    target, unplanned = bias_target(baseline, candidate, plan, reports)
+    biased = target.cells(plan.bias_draws) if target is not None else []
     rest = [*tempered_cells(plan), *truncation_cells(plan, reports)]
-    cells = [*first, *rest]
+    cells = [*first, *rest, *biased]
     b_draws = [*b_refs, *_side(baseline, rest)]
     c_draws = [*c_refs, *_side(candidate, rest)]
     plan_ = plan
@@ -219,6 +244,9 @@ def evidence(
         for r in sequence_requests(plan_.seeds, plan_.choices_requests, plan_.penalty_draws,
                                    neutral_of(baseline))
     )  # fmt: skip
+    # drawn last, so that the other cells' and answers' random streams do not depend on them
+    b_draws += _side(baseline, biased)
+    c_draws += _side(candidate, biased)
     return SamplingEvidence(
         sequences=longer,
         cells=tuple(
@@ -235,6 +263,8 @@ def evidence(
         candidate_url="http://127.0.0.1:2/v1",
         model="m",
         plan=plan,
+        bias=target,
+        bias_unplanned=unplanned,
     )
 
 
