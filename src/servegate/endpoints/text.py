@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from servegate.endpoints.types import Completion
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # How much of a text a report shows, by where it is shown:
 EXCERPT_CHARS = 300  # a body or a message on its own (an error body, a stream's error event)
@@ -64,3 +66,17 @@ def exception_text(exc: BaseException) -> str:
     """An exception for a message: its type and a bounded excerpt of its text."""
     text = str(exc)
     return f"{type(exc).__name__}: {excerpt(text, FINDING_CHARS)}" if text else type(exc).__name__
+
+
+# How much of an answer names its "opening": the category whose distribution sampled answers to
+# one repeated request are compared on (first words vary with the sampler, not with the length).
+OPENING_WORDS = 3
+
+
+def opening(completion: Completion) -> str:
+    """The answer's first OPENING_WORDS words; a tool call's name where there is no text."""
+    words = completion.text.split()[:OPENING_WORDS]
+    if words:
+        return " ".join(words)
+    calls = completion.tool_calls
+    return f"<tool {calls[0].name}>" if calls else "<empty>"

@@ -12,6 +12,7 @@ from typing import Any
 from servegate.endpoints.answers import degenerate_relative, same_answer
 from servegate.endpoints.body import decode_json, embeddings_of
 from servegate.endpoints.errors import FaultError
+from servegate.endpoints.text import opening
 from servegate.endpoints.types import Completion
 from servegate.gates.tokens import compare, cosine, token_pair
 from servegate.proxy.content import is_greedy, request_metrics
@@ -59,18 +60,6 @@ class PairComparison:
 # The comparison's fields that quote the answers' words: written to disk only as the answers'
 # bodies are (`--store-bodies`; proxy/recording.py).
 ANSWER_WORDS = ("primary_opening", "candidate_opening")
-# How much of an answer names its "opening": the category whose distribution sampled answers to
-# one repeated request are compared on (first words vary with the sampler, not with the length).
-OPENING_WORDS = 3
-
-
-def opening(completion: Completion) -> str:
-    """The answer's first OPENING_WORDS words; a tool call's name where there is no text."""
-    words = completion.text.split()[:OPENING_WORDS]
-    if words:
-        return " ".join(words)
-    calls = completion.tool_calls
-    return f"<tool {calls[0].name}>" if calls else "<empty>"
 
 
 def _delta(name: str, a: Mapping[str, float], b: Mapping[str, float]) -> float | None:

@@ -13,13 +13,13 @@ import pytest
 from servegate.config.policy import SamplingPolicy
 from servegate.proxy.comparison import PairComparison
 from servegate.proxy.sampled import (
-    MIN_REPEATS,
     SampledPair,
     SampledWindow,
     request_key,
     sampled_checks,
 )
 from servegate.verdict.model import Outcome
+from servegate.verdict.sampled_checks import MIN_REPEATS
 
 POLICY = SamplingPolicy()
 BASE = PairComparison(

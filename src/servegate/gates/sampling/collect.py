@@ -135,7 +135,8 @@ async def sequences(
 
     def requests(name: str) -> list[SequenceRequest]:
         neutral = setup[name].neutral
-        return sequence_requests(plan.seeds, plan.choices_requests, plan.penalty_draws, neutral)
+        return sequence_requests(plan.seeds, plan.choices_requests, plan.penalty_draws, neutral,
+                                 plan.production_repeats)  # fmt: skip
 
     async def side(name: str) -> list[tuple[Completion | RawResponse, ...]]:
         ep = pair.baseline if name == "baseline" else pair.candidate

@@ -17,6 +17,7 @@ from servegate.config.models import Policy
 from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl
 from servegate.gates.pair import timed_out
+from servegate.gates.sampling import production
 from servegate.gates.sampling.bias import bias_check
 from servegate.gates.sampling.first_token import (
     FamilyResult,
@@ -338,9 +339,8 @@ def _truncation(
 
 def _sequence_checks(ev: SamplingEvidence, policy: Policy) -> list[Judged]:
     """Seeds, n > 1 and penalties, for the kinds the plan asked."""
-    of = {
-        kind: [d for d in ev.sequences if d.kind == kind] for kind in ("seed", "choices", "penalty")
-    }
+    kinds = ("seed", "choices", "penalty", production.KIND)
+    of = {kind: [d for d in ev.sequences if d.kind == kind] for kind in kinds}
     url = ev.candidate_url
     judged: list[Judged] = []
     if ev.plan.seeds:
@@ -349,6 +349,8 @@ def _sequence_checks(ev: SamplingEvidence, policy: Policy) -> list[Judged]:
         judged.append(choices_check(of["choices"], url))
     if ev.plan.penalty_draws:
         judged += penalty_checks(of["penalty"], url, policy.sampling.alpha)
+    if ev.plan.production_repeats:
+        judged += production.production_checks(of[production.KIND], url, policy.sampling)
     return judged
 
 

@@ -84,12 +84,19 @@ class SamplingPlan:
     choices_requests: int = 2
     penalty_draws: int = 10
     bias_draws: int = 24  # each of the logit_bias cells (bias.py); 0 leaves the check out
+    # Each production-settings probe (production.py) this many times a side; 0 leaves them out.
+    production_repeats: int = 10
 
     def __post_init__(self) -> None:
         if min(self.reference_draws, self.tempered_draws, self.truncation_draws) < 1:
             raise ValueError("every cell needs at least one draw")
-        if min(self.choices_requests, self.penalty_draws, self.bias_draws) < 0:
-            raise ValueError("choices_requests, penalty_draws and bias_draws must not be negative")
+        counts = (self.choices_requests, self.penalty_draws, self.bias_draws,
+                  self.production_repeats)  # fmt: skip
+        if min(counts) < 0:
+            raise ValueError(
+                "choices_requests, penalty_draws, bias_draws and production_repeats must not be "
+                "negative"
+            )
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if any(t <= 0 or t == 1.0 for t in self.temperatures):

@@ -21,7 +21,7 @@ from typing import Any
 
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.evidence import curl, excerpt
-from servegate.gates.sampling import penalties
+from servegate.gates.sampling import penalties, production
 from servegate.verdict.judgement import check, not_applicable, not_measured
 from servegate.verdict.model import Check, Finding, Severity
 
@@ -43,7 +43,7 @@ class SequenceRequest:
     """One sequence-level request and how it is sent: `times` over, raw (n > 1: the typed
     client keeps one choice) or typed, isolated first (seeds) or not (penalties, concurrently)."""
 
-    kind: str  # "seed", "choices", "penalty"
+    kind: str  # "seed", "choices", "penalty", "production"
     label: str
     body: Mapping[str, Any]
     times: int
@@ -52,10 +52,19 @@ class SequenceRequest:
 
 
 def sequence_requests(
-    seeds: Sequence[int], choices_requests: int, penalty_draws: int, neutral: Mapping[str, Any]
+    seeds: Sequence[int],
+    choices_requests: int,
+    penalty_draws: int,
+    neutral: Mapping[str, Any],
+    production_repeats: int = 0,
 ) -> list[SequenceRequest]:
-    """What the seed, n > 1 and penalty checks send, with a side's neutral sampler."""
+    """What the seed, n > 1 and penalty checks send, with a side's neutral sampler, and the
+    production-settings probes (production.py: the settings users run, no neutral sampler)."""
     out: list[SequenceRequest] = []
+    if production_repeats:
+        for pid, prompt, checker in production.PROBES:
+            times = production_repeats * (1 if checker else production.OPEN_FACTOR)
+            out.append(SequenceRequest(production.KIND, pid, production.request(prompt), times))
     for seed in seeds:
         body = chat(SEED_PROMPT, SEED_TOKENS, 1.0, **{**neutral, "seed": seed})
         out.append(SequenceRequest("seed", f"seed {seed}", body, 2, isolate=True))

@@ -66,6 +66,7 @@ class Server:
     choices: str = "offered"
     penalties: bool = True  # penalties lower repetition
     bias: bool = True  # logit_bias honoured (token ids: positions in `probs`)
+    garbage: bool = False  # sampled answers longer than a token are vLLM 0.25's "!!!!…"
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -153,6 +154,8 @@ def sequence(server: Server, request: SequenceRequest) -> Completion | RawRespon
         seeded = server.seeds and "seed" in body
         rng = np.random.default_rng(int(body["seed"])) if seeded else server.rng
         return Completion(status=200, content=_words(rng, 0.1, 12))
+    if request.kind == "production":
+        return _production(server, request.label)
     if request.kind == "choices":
         if server.choices == "refused":
             error = {"error": {"message": "n must be 1 when using greedy sampling, got 4."}}
@@ -173,6 +176,31 @@ def sequence(server: Server, request: SequenceRequest) -> Completion | RawRespon
         or body.get("repetition_penalty", 1) > 1
     )
     return _penalty_answer(server.rng, 4.0 if penalised else 1.0)
+
+
+# Right answers to the production-settings probes, phrased several ways (the first: greedy's).
+_PHRASINGS = {
+    "sum": ("42", "The answer is 42.", "17 + 25 = 42", "It is 42."),
+    "json": (
+        '{"city": "Paris"}',
+        '{"city": "Lyon"}',
+        'Sure: {"city": "Nice"}',
+        '{"city": "Lille"}',
+    ),
+    "ok": ("OK", "OK.", "ok", "OK!"),
+    "story": tuple(
+        f"{w} cat story."
+        for w in ("One", "A", "The", "Tom", "Kit", "Old", "My", "Fat", "Sly", "Red", "Shy", "Wet")
+    ),
+}
+
+
+def _production(server: Server, label: str) -> Completion:
+    if server.garbage:
+        return Completion(status=200, content="!" * 32, finish_reason="length")
+    options = _PHRASINGS[label]
+    text = options[0] if server.greedy else options[int(server.rng.integers(len(options)))]
+    return Completion(status=200, content=text, finish_reason="stop")
 
 
 _VOCAB = [f"w{i}" for i in range(40)]
@@ -242,7 +270,7 @@ def evidence(
                       tuple(sequence(baseline, r) for _ in range(r.times)),
                       tuple(sequence(candidate, r) for _ in range(r.times)))
         for r in sequence_requests(plan_.seeds, plan_.choices_requests, plan_.penalty_draws,
-                                   neutral_of(baseline))
+                                   neutral_of(baseline), plan_.production_repeats)
     )  # fmt: skip
     # drawn last, so that the other cells' and answers' random streams do not depend on them
     b_draws += _side(baseline, biased)

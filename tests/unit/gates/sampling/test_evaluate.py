@@ -35,7 +35,9 @@ def test_two_servers_that_sample_as_they_report_pass_with_a_power_statement_on_e
     measured = [c for c in result.checks if c.name not in exact]
     assert all(c.outcome is Outcome.PASS for c in measured), outcomes(result)
     for c in measured:
-        assert "is detected with probability" in c.limit, c
+        # the production-settings checks (verdict/sampled_checks.py) word it as replay does
+        stated = "; power: " if c.name.startswith("sampled_") else "is detected with probability"
+        assert stated in c.limit, c
     assert result.metrics["baseline_logprobs_mode"] == "raw"
 
 
