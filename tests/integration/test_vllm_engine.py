@@ -374,6 +374,25 @@ def test_a_dropped_seed_or_collapsed_n_in_front_of_vllm_fails_the_sampling_gate_
     assert {f["category"] for f in sampling["findings"]} == {f"sampling_{check}"}
 
 
+@pytest.mark.timeout(1000)
+@pytest.mark.parametrize("fault_url", [["passthrough"]], indirect=True, ids=["passthrough"])
+def test_vllm_under_two_names_passes_the_sampling_gate_honouring_logit_bias(
+    tmp_path: Path, vllm_url: str, fault_url: str
+) -> None:
+    """The control of the three faults above: the same vLLM behind a fault layer that changes
+    nothing. vLLM honours logit_bias (ids from its own /tokenize), so that check is measured
+    and passes, as do the production-settings checks that are measured."""
+    code, report = _url_gate(tmp_path, vllm_url, {"url": fault_url}, "sampling", timeout_s=900)
+    sampling = report["gates"][0]
+    checks = {c["name"]: c for c in sampling["checks"]}
+    print(sampling["summary"], {n: (c["outcome"], c["reason"][:80]) for n, c in checks.items()})
+    assert (code, report["verdict"]) == (0, "pass"), report["reason"]
+    assert checks["logit_bias"]["outcome"] == "pass", checks["logit_bias"]
+    assert "banned" in checks["logit_bias"]["candidate"]
+    assert checks["sampled_success"]["outcome"] == "pass", checks["sampled_success"]
+    assert not _failed(report, "sampling")
+
+
 def _group(pgid: int) -> dict[int, str]:
     """Every live process of group `pgid`, with its command line."""
     from servegate.managed.memory import group_pids
