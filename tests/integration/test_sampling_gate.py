@@ -34,8 +34,11 @@ PLAN = SamplingPlan(
     prompts=PROMPTS[:2], reference_draws=64, tempered_draws=24, truncation_prompts=1,
     truncation_draws=32, seeds=(11,), choices_requests=1, penalty_draws=0,
 )  # fmt: skip
-# The faults below are first-token faults: the longer answers are left out.
-FIRST_TOKENS = replace(PLAN, seeds=(), choices_requests=0)
+# The faults below are first-token faults: the longer answers, logit_bias and the
+# production-settings probes are left out.
+FIRST_TOKENS = replace(PLAN, seeds=(), choices_requests=0, bias_draws=0, production_repeats=0)
+# Two stock servers: the first tokens, logit_bias and the production-settings probes.
+STOCK = replace(PLAN, seeds=(), choices_requests=0)
 
 
 def judge(
@@ -154,7 +157,7 @@ def test_two_stock_servers_sample_alike_and_as_they_report(
     stock_pair: tuple[str, str, str],
 ) -> None:
     baseline, candidate, model = stock_pair
-    result = judge(baseline, candidate, model, FIRST_TOKENS)
+    result = judge(baseline, candidate, model, STOCK)
     print({c.name: (c.outcome.value, c.reason[:100]) for c in result.checks})
     assert result.status is Status.PASS, (result.summary, result.findings)
     got = outcomes(result)
