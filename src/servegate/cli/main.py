@@ -11,13 +11,30 @@ import click
 from servegate import __version__
 from servegate.config.redaction import environment_secrets, hide
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class _Servegate(click.Group):
+    """The root group: Ctrl-C ends any command with EXIT_INTERRUPTED and one line, where click
+    would print "Aborted!" and exit 1 — the exit code of a rollback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # a run's row is already marked crashed; nothing more to say
+            click.echo("servegate: interrupted", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.group(
+    cls=_Servegate,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="servegate")
 def cli() -> None:
     """Gate a change to an LLM serving engine: compare a baseline endpoint with a candidate,
     correctness before performance, and exit 0 (ship), 1 (roll back), 2 (usage error),
-    3 (inconclusive) or 4 (internal error)."""
+    3 (inconclusive), 4 (internal error) or 130 (interrupted by Ctrl-C)."""
 
 
 def _register() -> None:
@@ -112,14 +129,14 @@ def _db_from_environment(command: click.Command) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    _register()
     try:
+        _register()
         cli.main(prog_name="servegate", standalone_mode=True)
     except SystemExit:
         raise
-    except KeyboardInterrupt:  # the run row is already marked crashed; nothing more to say
+    except KeyboardInterrupt:  # outside a command (importing, parsing): the same line and code
         click.echo("servegate: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except BaseException as exc:  # a crash never exits 0
         click.echo(f"servegate: internal error: {crash_line(exc)}", err=True)
         sys.exit(4)
