@@ -173,6 +173,22 @@ def test_two_stock_servers_sample_alike_and_as_they_report(
 
 
 @pytest.mark.stock
+def test_a_flash_attn_stock_server_samples_as_the_clean_one(
+    stock_factory: Callable[..., RunningEngine],
+) -> None:
+    """The harmless kernel path on a server we did not build: the same distributions, first
+    tokens and at production settings."""
+    with stock_factory("clean") as clean, stock_factory("flash-attn") as flash:
+        result = judge(clean.base_url, flash.base_url, clean.model, STOCK)
+    print({c.name: (c.outcome.value, c.reason[:100]) for c in result.checks})
+    assert result.status is Status.PASS, (result.summary, result.findings)
+    got = outcomes(result)
+    for name in ("reference_fit", "temperature_0.5", "temperature_1.5", "homogeneity",
+                 "sampled_success", "sampled_openings"):  # fmt: skip
+        assert got[name] is Outcome.PASS, (name, result.not_measured)
+
+
+@pytest.mark.stock
 @pytest.mark.parametrize(
     ("fault", "failing"),
     [
