@@ -230,6 +230,7 @@ async def collect(
     target, bias_unplanned = await bias_target(pair, plan, baseline, dl)
     biased = target.cells(plan.bias_draws) if target is not None else []
     rest = await _cells(pair, [*tempered_cells(plan), *truncations, *biased], setup, plan, dl, done)
+    first_tokens = time.perf_counter() - started  # the pilots and every first-token draw
     longer = await sequences(pair, plan, setup, dl)
     if progress is not None:
         progress(total, total, "")
@@ -241,6 +242,7 @@ async def collect(
         model=pair.model,
         plan=plan,
         seconds=time.perf_counter() - started,
+        first_token_seconds=first_tokens,
         unplanned=unplanned,
         sequences=longer,
         bias=target,

@@ -409,12 +409,24 @@ def evaluate(ev: SamplingEvidence, policy: Policy, *, strict: bool = False) -> G
         "requests_baseline": _requests(ev, "baseline"),
         "requests_candidate": _requests(ev, "candidate"),
         "seconds": round(ev.seconds, 1),
+        # where the time went: first tokens (max_tokens 1) against the longer answers by kind
+        "seconds_first_tokens": round(ev.first_token_seconds, 1),
+        "seconds_longer_answers": round(ev.seconds - ev.first_token_seconds, 1),
+        **{f"requests_{kind}_candidate": n for kind, n in _by_kind(ev).items()},
         "baseline_logprobs_mode": modes["baseline"].mode,
         "candidate_logprobs_mode": modes["candidate"].mode,
         "baseline_neutral_sampler": _setup_text(ev, "baseline"),
         "candidate_neutral_sampler": _setup_text(ev, "candidate"),
     })  # fmt: skip
     return gate_result(NAME, checks, strict=strict, findings=findings, metrics=metrics)
+
+
+def _by_kind(ev: SamplingEvidence) -> dict[str, int]:
+    """The candidate's requests by kind: first-token draws, then each kind of longer answer."""
+    out = {"first_token": sum(len(cd.candidate) for cd in ev.cells)}
+    for d in ev.sequences:
+        out[d.kind] = out.get(d.kind, 0) + len(d.candidate)
+    return out
 
 
 def _requests(ev: SamplingEvidence, side: str) -> int:

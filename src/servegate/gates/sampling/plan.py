@@ -311,6 +311,7 @@ class SamplingEvidence:
     model: str | None = None
     plan: SamplingPlan = field(default_factory=SamplingPlan)
     seconds: float = 0.0  # wall time of the gate's requests
+    first_token_seconds: float = 0.0  # of which the pilots and the first-token draws
     # Kinds of truncation cell left out, and why (no prompt gave a clear kept set).
     unplanned: tuple[tuple[str, str], ...] = ()
     sequences: tuple[SequenceDraws, ...] = ()

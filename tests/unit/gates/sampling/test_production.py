@@ -85,3 +85,19 @@ def test_a_probe_checker_accepts_a_right_answer_however_phrased(
     checker = CHECKERS[probe]
     assert checker is not None
     assert checker(answer) is right
+
+
+def test_the_metrics_say_where_the_requests_went_by_kind() -> None:
+    result = evaluate(evidence(Server(seed=1), Server(seed=2)), Policy())
+    named = [k for k in result.metrics if k.startswith("requests_") and k.endswith("_candidate")]
+    kinds = {k: result.metrics[k] for k in named if k != "requests_candidate"}
+    assert kinds == {
+        "requests_first_token_candidate": 1104,  # 4 × (96 + 2 × 48) + 3 × 2 × 48 + 2 × 24
+        "requests_seed_candidate": 9, "requests_choices_candidate": 3,
+        "requests_penalty_candidate": 40, "requests_production_candidate": 50,
+    }  # fmt: skip
+    assert (
+        sum(kinds.values()) == result.metrics["requests_candidate"]
+    )  # the simulation has no pilot
+    assert "seconds_first_tokens" in result.metrics
+    assert "seconds_longer_answers" in result.metrics
