@@ -19,10 +19,14 @@ Starts a clean baseline, then one candidate per row, and runs the real command l
 vllm`): one server answers as the baseline, and every fault sits in front of that same server
 (two minutes a start on 2 cores), its sides taking turns (`sides_at_once: false`: one server
 under two names, as same-server); the second server of `two-servers` is started for that row
-alone.
+alone, and so is each of vLLM's harmless paths against the default baseline: `vllm-eager`
+(`--enforce-eager`), `vllm-fp32` (`--dtype float32`; the default runs the fp32 weights as bf16)
+and `vllm-no-prefix-cache` (`--no-enable-prefix-caching`) — controls that must pass.
 
-`--repeats N` runs each control N times (faults once); `--rows a,b` runs those rows only. Run it
-under the shared lock (`flock /tmp/servegate-heavy.lock …`): each row is one to five minutes.
+`--repeats N` runs each control N times (faults once); `--rows a,b` runs those rows only (a row
+named twice runs twice). A row's report is `ROW-K.json` with K the first number not yet in
+`--out`, so a later series adds to the earlier one's files. Run it under the shared lock
+(`flock /tmp/servegate-heavy.lock …`): each row is one to five minutes.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-CONTROLS = ("same-server", "two-servers", "flash-attn")
+# vLLM's harmless paths: a second vLLM with these flags, against the default one.
+VLLM_PATHS = {"vllm-eager": ("--enforce-eager",), "vllm-fp32": ("--dtype", "float32"),
+              "vllm-no-prefix-cache": ("--no-enable-prefix-caching",)}  # fmt: skip
+CONTROLS = ("same-server", "two-servers", "flash-attn", *VLLM_PATHS)
 FAULTS = ("temperature-default", "sampled-greedy", "sampler-defaults", "nucleus-narrowed",
           "penalties-stripped", "seed-dropped", "n-collapsed", "logit-scale")  # fmt: skip
 FAULT_LAYER = FAULTS[:7]
@@ -96,9 +103,10 @@ def _serving(
         stop_group(process, grace_s)
 
 
-def _vllm(python: str, log: Path) -> AbstractContextManager[str]:
-    """A real vLLM server (servegate.engine.vllm_model serve) until the block ends."""
-    argv = [python, "-m", "servegate.engine.vllm_model", "serve"]
+def vllm_server(python: str, log: Path, *flags: str) -> AbstractContextManager[str]:
+    """A real vLLM server (servegate.engine.vllm_model serve, `flags` passed on to vLLM) until
+    the block ends."""
+    argv = [python, "-m", "servegate.engine.vllm_model", "serve", *flags]
     return _serving(argv, log, "vLLM", ready_s=900, grace_s=30.0)
 
 
@@ -119,8 +127,9 @@ def _candidate(
         yield baseline_url.replace("127.0.0.1", "localhost")
         return
     if vllm is not None:
-        if row == "two-servers":
-            with _vllm(vllm, logs / "vllm-candidate.log") as url:
+        if row == "two-servers" or row in VLLM_PATHS:
+            flags = VLLM_PATHS.get(row, ())
+            with vllm_server(vllm, logs / f"vllm-candidate-{row}.log", *flags) as url:
                 yield url
         else:
             with fault_layer(row, baseline_url, logs / f"{row}.log") as url:
@@ -133,27 +142,41 @@ def _candidate(
 
 
 @contextmanager
-def _baseline(stock: bool, vllm: str | None, logs: Path) -> Iterator[str]:
+def baseline_server(stock: bool, vllm: str | None, logs: Path) -> Iterator[str]:
     from servegate.engine import start_engine
 
     if vllm is not None:
-        with _vllm(vllm, logs / "vllm-baseline.log") as url:
+        with vllm_server(vllm, logs / "vllm-baseline.log") as url:
             yield url
         return
     with start_engine("clean", stock=stock) as engine:
         yield engine.base_url
 
 
+def series_logs(out_dir: Path) -> Path:
+    """`out_dir/logs/<UTC start>/`: a series' server logs, kept beside the earlier series'."""
+    logs = out_dir / "logs" / time.strftime("%Y-%m-%dT%H%M", time.gmtime())
+    logs.mkdir(parents=True, exist_ok=True)
+    return logs
+
+
+def next_path(out_dir: Path, row: str) -> Path:
+    """`out_dir/ROW-K.json`, K the first number from 1 not taken: repeats never overwrite."""
+    k = 1
+    while (out_dir / f"{row}-{k}.json").exists():
+        k += 1
+    return out_dir / f"{row}-{k}.json"
+
+
 def run(
     out_dir: Path, rows: tuple[str, ...], repeats: int, *, stock: bool, vllm: str | None = None
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    logs = out_dir / "logs"
-    logs.mkdir(exist_ok=True)
-    with _baseline(stock, vllm, logs) as baseline_url:
+    logs = series_logs(out_dir)
+    with baseline_server(stock, vllm, logs) as baseline_url:
         for row in rows:
-            for i in range(repeats if row in CONTROLS else 1):
-                path = out_dir / f"{row}-{i + 1}.json"
+            for _ in range(repeats if row in CONTROLS else 1):
+                path = next_path(out_dir, row)
                 # In front of one vLLM, a fault row's two sides are one server (batched together
                 # they are not batch-invariant): they take turns, as same-server's do.
                 in_turn = vllm is not None and row in FAULT_LAYER
@@ -163,7 +186,7 @@ def run(
                 report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1),
                                     "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
                 path.write_text(json.dumps(report, indent=1))
-                print(line(row, report), flush=True)
+                print(line(path.stem, report), flush=True)
 
 
 def _sampling(report: dict[str, Any]) -> dict[str, Any]:
@@ -227,6 +250,8 @@ def main() -> None:
     rows = tuple(args.rows.split(",")) if args.rows else (*CONTROLS, *FAULTS)
     if args.stock or args.vllm:
         rows = tuple(r for r in rows if r not in REFERENCE_ONLY)
+    if not args.vllm:
+        rows = tuple(r for r in rows if r not in VLLM_PATHS)
     print(HEADER, flush=True)
     run(args.out, rows, args.repeats, stock=args.stock, vllm=args.vllm)
 
