@@ -14,6 +14,12 @@ questions at temperature 0.7 with no seed — the mix a shadow of a chat product
         --out benchmarks/results/replay-sampled --repeats 3
     .venv/bin/python benchmarks/replay_sampled.py --table benchmarks/results/replay-sampled
 
+`--stock` runs every row on the stock llama-cpp-python server (`bash scripts/setup.sh stock`);
+`--vllm PYTHON` on real vLLM (PYTHON: a vLLM venv's python), as `sampling_gate.py` does: one
+vLLM is the baseline, the fault layer sits in front of it, `two-servers` and `mixed-dtype`
+(`serve --variant mixed-dtype`) start a vLLM of their own, and `flash-attn` (a llama.cpp flag)
+is left out. A row's output is `ROW-K.json`, K the first number not yet in `--out`.
+
 Each row keeps `servegate replay --json`'s output; the table shows the verdict, the failed
 checks with their evidence, each sampled check's p, and the seconds.
 """
@@ -84,8 +90,10 @@ def _replay(baseline: str, candidate: str, traffic_file: Path, out: Path) -> tup
 
 
 @contextmanager
-def _candidate(row: str, baseline_url: str, logs: Path) -> Iterator[str]:
-    from sampling_gate import fault_layer  # this folder: the script's own
+def _candidate(
+    row: str, baseline_url: str, logs: Path, stock: bool, vllm: str | None
+) -> Iterator[str]:
+    from sampling_gate import fault_layer, vllm_server  # this folder: the script's own
 
     from servegate.engine import start_engine
 
@@ -97,29 +105,35 @@ def _candidate(row: str, baseline_url: str, logs: Path) -> Iterator[str]:
             yield url
         return
     variant = "clean" if row == "two-servers" else row
-    with start_engine(variant) as engine:
+    if vllm is not None:
+        flags = () if variant == "clean" else ("--variant", variant)
+        with vllm_server(vllm, logs / f"vllm-candidate-{row}.log", *flags) as url:
+            yield url
+        return
+    with start_engine(variant, stock=stock) as engine:
         yield engine.base_url
 
 
-def run(out_dir: Path, rows: tuple[str, ...], repeats: int) -> None:
-    from servegate.engine import start_engine
+def run(
+    out_dir: Path, rows: tuple[str, ...], repeats: int, *, stock: bool, vllm: str | None = None
+) -> None:
+    from sampling_gate import baseline_server, next_path, series_logs
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    logs = out_dir / "logs"
-    logs.mkdir(exist_ok=True)
+    logs = series_logs(out_dir)
     traffic_file = out_dir / "traffic.jsonl"
     traffic_file.write_text("".join(json.dumps(r) + "\n" for r in traffic()))
-    with start_engine("clean") as baseline:
+    with baseline_server(stock, vllm, logs) as baseline_url:
         for row in rows:
-            for i in range(repeats if row in CONTROLS else 1):
-                path = out_dir / f"{row}-{i + 1}.json"
-                with _candidate(row, baseline.base_url, logs) as url:
-                    code, wall_s = _replay(baseline.base_url, url, traffic_file, path)
+            for _ in range(repeats if row in CONTROLS else 1):
+                path = next_path(out_dir, row)
+                with _candidate(row, baseline_url, logs, stock, vllm) as url:
+                    code, wall_s = _replay(baseline_url, url, traffic_file, path)
                 data = json.loads(path.read_text())
                 data["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1),
                                   "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
                 path.write_text(json.dumps(data, indent=1))
-                print(line(row if repeats == 1 else f"{row}-{i + 1}", data), flush=True)
+                print(line(path.stem, data), flush=True)
 
 
 def _p(limit: str) -> str:
@@ -168,12 +182,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", default=None, help="comma-separated rows (default: all)")
     parser.add_argument("--table", type=Path, default=None, help="print a folder's table")
+    parser.add_argument("--stock", action="store_true", help="the stock llama-cpp-python server")
+    parser.add_argument("--vllm", default=None, help="a vLLM venv's python: real vLLM")
     args = parser.parse_args()
     if args.table is not None:
         table(args.table)
         return
     rows = tuple(args.rows.split(",")) if args.rows else CONTROLS + FAULTS
-    run(args.out, rows, args.repeats)
+    if args.vllm:
+        rows = tuple(r for r in rows if r != "flash-attn")  # a llama.cpp flag
+    run(args.out, rows, args.repeats, stock=args.stock, vllm=args.vllm)
 
 
 if __name__ == "__main__":
