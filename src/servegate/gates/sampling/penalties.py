@@ -130,16 +130,21 @@ class PenaltyReading:
             return 1.0 if c.mean <= b.mean else 0.0
         return _normal_sf((c.mean - b.mean) / spread)
 
-    def stripped_power(self, level: float) -> float | None:
-        """Probability that a candidate whose penalty has no effect (deficit 0, the baseline's
-        standard error) fails at `level`: the normal approximation of the test above."""
+    def stripped_power(self, level: float, unpenalised: Deficit | None = None) -> float | None:
+        """Probability that a candidate whose penalty has no effect fails at `level`: the normal
+        approximation of the test above, the candidate's deficit 0 with the standard error of
+        answers drawn without a penalty (`unpenalised`: the baseline's control draws; answers
+        without a penalty spread more than penalised ones — assuming the baseline's penalised
+        spread overstated the power, 0.96 for a check that then missed on vLLM), else the
+        baseline's own."""
         b = self.baseline
         if b is None:
             return None
         from statistics import NormalDist
 
         critical = NormalDist().inv_cdf(1 - level)
-        spread = math.sqrt(2) * b.stderr
+        other = unpenalised.stderr if unpenalised is not None else b.stderr
+        spread = math.hypot(b.stderr, other)
         if spread == 0:
             return 1.0 if b.mean < 0 else 0.0
         return 1 - NormalDist().cdf(critical - (0 - b.mean) / spread)
@@ -171,7 +176,7 @@ def judge(
         why = f"the baseline's {label} penalty shows no effect: {b.text} (p {effect:.2g})"
         return None, "-", "-", "-", why
     higher = reading.higher_p()
-    power = reading.stripped_power(level)
+    power = reading.stripped_power(level, control.baseline if control is not None else None)
     limit = (f"not above the baseline's at p < {level:.2g} (Bonferroni); a penalty with no "
              f"effect is detected with probability ≈ {power:.2f}")  # fmt: skip
     failed = higher is not None and higher < level

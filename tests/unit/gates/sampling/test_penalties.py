@@ -94,3 +94,29 @@ def test_a_baseline_whose_logprobs_miss_its_unpenalised_draws_leaves_the_check_u
     failed, *_, reason = judge(reading, control, "presence", 0.001 / 3)
     assert failed is None
     assert "not the raw report" in reason
+
+
+def test_the_power_against_a_stripped_penalty_uses_the_spread_of_unpenalised_answers() -> None:
+    # vLLM's penalties-stripped-2: a check stated at 0.96 missed, the stripped candidate's
+    # answers spreading twice as wide as the baseline's penalised ones (0.017 against 0.008).
+    from servegate.gates.sampling.penalties import Deficit
+
+    penalised = Deficit(-0.06, 0.008, 300, 10)
+    unpenalised = Deficit(0.0, 0.017, 300, 10)
+    reading = PenaltyReading(penalised, Deficit(0.0, 0.017, 300, 10))
+    level = 0.001 / 3
+    narrow = reading.stripped_power(level)
+    wide = reading.stripped_power(level, unpenalised)
+    assert narrow is not None
+    assert wide is not None
+    assert narrow > 0.95 > wide
+    # the stated power is the share of such candidates the test fails (normal model, 20,000 draws)
+    rng = np.random.default_rng(5)
+    spread = math.hypot(penalised.stderr, unpenalised.stderr)
+    from statistics import NormalDist
+
+    critical = NormalDist().inv_cdf(1 - level)
+    c = rng.normal(0.0, unpenalised.stderr, 20_000)
+    b = rng.normal(penalised.mean, penalised.stderr, 20_000)
+    detected = float(np.mean((c - b) / spread > critical))
+    assert abs(detected - wide) < 0.05, (detected, wide)
