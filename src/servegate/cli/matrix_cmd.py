@@ -41,6 +41,7 @@ def _rows_json(rows: list[MatrixRow]) -> str:
                 "exit_code": r.exit_code,
                 "error": r.error,
                 **({"node": r.node, "seconds": r.seconds} if r.node is not None else {}),
+                **({"baseline": dict(r.baseline)} if r.baseline is not None else {}),
                 "gates": {g.name: str(g.status) for g in r.report.gates} if r.report else {},
             }
             for r in rows

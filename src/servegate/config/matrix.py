@@ -3,6 +3,8 @@ per entry, each entry declaring the path it runs (the seed's release matrix).
 
 ```yaml
 baseline: {url: http://10.0.0.1:8000/v1}    # or baseline_run: NAME (a stored baseline)
+# or a launched one shared by the entries of a node: {launch: {...}, shared: node,
+#                                                    resources: {gpus: 1}}
 settings: {gates: [startup, numerics, golden], categories: [canary]}   # GateConfig keys
 entries:
   - name: fp8-tp2-graph
@@ -122,12 +124,48 @@ class MatrixEntry(BaseModel):
                               matrix=self.declared())  # fmt: skip
 
 
+BaselineSharing = Literal["entry", "node"]
+
+
+class MatrixBaseline(EndpointConfig):
+    """The matrix's baseline: an endpoint, plus for a `launch` block who shares one launch.
+    `shared: entry` (the default) starts it once per entry; `shared: node` once per node that
+    runs an entry (locally: once for the whole run), reused by every entry there. `resources`
+    is what one such baseline needs from a Ray node (`--ray` only; nothing unless given)."""
+
+    shared: BaselineSharing = "entry"
+    resources: EntryResources | None = None
+
+    @model_validator(mode="after")
+    def _shared_launch(self) -> MatrixBaseline:
+        if self.shared == "node" and self.launch is None:
+            raise ValueError(
+                "shared: node shares a launched baseline: give a launch block (a url is "
+                "already shared by every entry)"
+            )
+        if self.resources is not None and self.shared != "node":
+            raise ValueError("resources: only a baseline with shared: node asks for its own")
+        return self
+
+    def endpoint(self) -> EndpointConfig:
+        """The plain endpoint each entry's run is given."""
+        return EndpointConfig(url=self.url, api_key_env=self.api_key_env, launch=self.launch,
+                              matrix=self.matrix)  # fmt: skip
+
+    def needs(self) -> dict[str, float]:
+        """What one shared baseline needs from a Ray node, in Ray's names (nothing unless its
+        `resources` say): reserved with every entry of a node, so that both always fit."""
+        if self.resources is None:
+            return {}
+        return MatrixEntry(name="baseline", resources=self.resources).needs()
+
+
 class MatrixFile(BaseModel):
     """The whole file: the shared baseline, the run settings, the entries."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    baseline: EndpointConfig | None = None
+    baseline: MatrixBaseline | None = None
     baseline_run: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     entries: tuple[MatrixEntry, ...] = Field(min_length=1)
@@ -145,10 +183,19 @@ class MatrixFile(BaseModel):
             raise ValueError(f"settings.{unknown[0]}: unknown run setting")
         return self
 
+    @property
+    def shared_per_node(self) -> bool:
+        """One launched baseline per node (locally: per run), shared by the entries there."""
+        return self.baseline is not None and self.baseline.shared == "node"
+
     def config(self, entry: MatrixEntry, source: str, stored_url: str | None = None) -> GateConfig:
         """The GateConfig of one entry's run; `stored_url` is where a stored baseline
         (`baseline_run`) was recorded from."""
-        baseline = self.baseline or EndpointConfig(url=stored_url or STORED_PLACEHOLDER)
+        baseline = (
+            self.baseline.endpoint()
+            if self.baseline is not None
+            else EndpointConfig(url=stored_url or STORED_PLACEHOLDER)
+        )
         data = {**self.settings, "baseline": baseline, "candidate": entry.endpoint(),
                 "baseline_run": self.baseline_run, "model": entry.model}  # fmt: skip
         return validate(GateConfig, data, f"{source}: entry {entry.name!r}")

@@ -19,11 +19,16 @@ Faults of a cluster:
 - Ctrl-C cancels every task: each task's worker is killed, and the guard of each engine it
   launched (engine/process.py) stops that engine when its worker dies; its run shows
   `interrupted`. A driver killed outright ends its Ray job, whose workers Ray kills alike.
+- `baseline: {launch: …, shared: node}`: one baseline per node that runs an entry, shared by
+  the entries there (orchestration/ray_baseline.py); each row names the one it was judged
+  against.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import importlib
 import json
 import os
@@ -47,7 +52,14 @@ from servegate.config.matrix import MatrixEntry, MatrixFile
 from servegate.config.models import GateConfig
 from servegate.endpoints.errors import EndpointError
 from servegate.orchestration.matrix import MatrixRow
+from servegate.orchestration.ray_baseline import (
+    NodeBaselines,
+    candidate_devices,
+    shared_of,
+    with_baseline,
+)
 from servegate.orchestration.runner import PreflightError, run
+from servegate.orchestration.shared_baseline import SharedBaseline
 from servegate.store.errors import StoreError
 from servegate.store.heartbeat import HEARTBEAT_S, LEASE_S
 from servegate.store.process import shown_state
@@ -69,6 +81,7 @@ __all__ = [
 PLACEMENT_TIMEOUT_S = 300.0
 TASK_RETRIES = 3  # a node lost mid-entry: the entry runs again elsewhere, up to this often
 POLL_S = 1.0
+BASELINES_STOP_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,7 @@ class EntryOutcome:
     exit_code: int
     node: str
     seconds: float
+    baseline: dict[str, Any] | None = None  # the node's shared baseline it was judged against
 
 
 def _one_line(exc: BaseException) -> str:
@@ -121,11 +135,14 @@ async def _previous_attempt(
         await asyncio.sleep(HEARTBEAT_S / 3)
 
 
-async def _entry_report(cfg: GateConfig, store: Engine, run_name: str) -> Report:
+async def _entry_report(
+    cfg: GateConfig, store: Engine, run_name: str, shared: SharedBaseline | None
+) -> Report:
     report, resume = await _previous_attempt(store, run_name)
     if report is not None:
         return report
-    return await run(cfg, store=store, run_name=run_name, resume=resume)
+    given = {} if shared is None else {"baseline": shared.managed}
+    return await run(cfg, store=store, run_name=run_name, resume=resume, shared=given)
 
 
 @dataclass(frozen=True)
@@ -139,18 +156,20 @@ class _Job:
     stored_url: str | None
     run_name: str
     cwd: str
+    shared_baseline: str | None = None  # its node's baseline (SharedBaseline JSON), if shared
 
     def to_json(self) -> str:
         return json.dumps({"matrix": self.matrix.model_dump(mode="json"),
                            "entry": self.entry_name, "source": self.source, "db": self.db,
                            "stored_url": self.stored_url, "run_name": self.run_name,
-                           "cwd": self.cwd})  # fmt: skip
+                           "cwd": self.cwd, "shared_baseline": self.shared_baseline})  # fmt: skip
 
     @classmethod
     def from_json(cls, text: str) -> _Job:
         data = json.loads(text)
         return cls(MatrixFile.model_validate(data["matrix"]), data["entry"], data["source"],
-                   data["db"], data["stored_url"], data["run_name"], data["cwd"])  # fmt: skip
+                   data["db"], data["stored_url"], data["run_name"], data["cwd"],
+                   data.get("shared_baseline"))  # fmt: skip
 
 
 def _outcome_json(report: Report | None, error: str | None, exit_code: int) -> str:
@@ -161,13 +180,14 @@ def _outcome_json(report: Report | None, error: str | None, exit_code: int) -> s
 def _run_job(job: _Job) -> str:
     """The entry's gates, in the entry's own process: its outcome as JSON."""
     [entry] = [e for e in job.matrix.entries if e.name == job.entry_name]
+    shared = None if job.shared_baseline is None else SharedBaseline.from_json(job.shared_baseline)
     try:
         cfg = job.matrix.config(entry, job.source, job.stored_url)
         if not cfg.run_dir.is_absolute():
             cfg = cfg.model_copy(update={"run_dir": Path(job.cwd) / cfg.run_dir})
         store = open_engine(job.db)
         try:
-            report = asyncio.run(_entry_report(cfg, store, job.run_name))
+            report = asyncio.run(_entry_report(cfg, store, job.run_name, shared))
         finally:
             store.dispose()
     except (PreflightError, ConfigError, EndpointError, StoreError) as exc:
@@ -192,7 +212,29 @@ def _entry_process_main() -> None:
     sys.stdout.flush()
 
 
-def run_entry(job_json: str) -> str:
+def _node_baseline(
+    ray: Any, baselines: Any, job: _Job, node_id: str, node: str
+) -> tuple[_Job, dict[str, str], SharedBaseline | str]:
+    """Ask for the node's shared baseline: the job that uses it, the entry's process's
+    environment (its candidate's GPUs: the task's, less the baseline's), the baseline or why
+    there is none."""
+    assert job.matrix.baseline is not None
+    assigned = [str(i) for i in ray.get_gpu_ids()]
+    spare = int(job.matrix.baseline.needs().get("GPU", 0))
+    offered = assigned[len(assigned) - spare :] if spare else []
+    answer = ray.get(baselines.acquire.remote(job.entry_name, node_id, node, offered))
+    shared = shared_of(answer)
+    env = dict(os.environ)
+    if isinstance(shared, SharedBaseline):
+        job = dataclasses.replace(job, shared_baseline=answer)
+        if assigned:
+            used = shared.managed.launch.env.get("CUDA_VISIBLE_DEVICES", "").split(",")
+            own = candidate_devices(assigned, used, len(assigned) - spare)
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(own)
+    return job, env, shared
+
+
+def run_entry(job_json: str, baselines: Any = None) -> str:
     """A Ray task: one entry's gates on whichever node Ray chose; EntryOutcome as JSON.
 
     The entry runs in a child process of the task's worker, not in the worker: a Ray worker
@@ -202,11 +244,44 @@ def run_entry(job_json: str) -> str:
     interpreter also runs on asyncio's own loop: Ray's workers install uvloop's, whose
     transports servegate's client does not take.)"""
     t0 = time.perf_counter()
-    node_id = str(_ray().get_runtime_context().get_node_id())
+    ray = _ray()
+    node_id = str(ray.get_runtime_context().get_node_id())
     node = f"{socket.gethostname()} (node {node_id[:8]})"
+    env: dict[str, str] | None = None
+    shared: SharedBaseline | str | None = None
+    if baselines is not None:
+        job, env, shared = _node_baseline(ray, baselines, _Job.from_json(job_json), node_id, node)
+        if not isinstance(shared, SharedBaseline):
+            baselines.release.remote(job.entry_name)
+            return json.dumps({"report_json": None, "exit_code": EXIT_INCONCLUSIVE,
+                               "error": f"the node's shared baseline: {shared}", "node": node,
+                               "seconds": time.perf_counter() - t0})  # fmt: skip
+        job_json = job.to_json()
+    try:
+        answer, code = _entry_process(job_json, env)
+    finally:
+        if baselines is not None:
+            baselines.release.remote(_Job.from_json(job_json).entry_name)
+    try:
+        data = json.loads(answer.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        data = {"report": None, "error": f"the entry's process ended with exit code "
+                f"{code} without an outcome (its log: the Ray worker's)",
+                "exit_code": EXIT_INCONCLUSIVE}  # fmt: skip
+    report = data["report"]
+    return json.dumps({
+        "report_json": None if report is None else json.dumps(report),
+        "error": data["error"], "exit_code": data["exit_code"], "node": node,
+        "seconds": time.perf_counter() - t0,
+        "baseline": shared.info() if isinstance(shared, SharedBaseline) else None,
+    })  # fmt: skip
+
+
+def _entry_process(job_json: str, env: dict[str, str] | None) -> tuple[str, int | None]:
+    """Run the entry in a process of its own: what it printed, its exit code."""
     child = subprocess.Popen(
         [sys.executable, "-m", "servegate.orchestration.ray_matrix"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert child.stdin is not None
     assert child.stdout is not None
@@ -220,18 +295,7 @@ def run_entry(job_json: str) -> str:
         if child.poll() is None:
             child.kill()
             child.wait()
-    try:
-        data = json.loads(answer.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        data = {"report": None, "error": f"the entry's process ended with exit code "
-                f"{child.returncode} without an outcome (its log: the Ray worker's)",
-                "exit_code": EXIT_INCONCLUSIVE}  # fmt: skip
-    report = data["report"]
-    return json.dumps({
-        "report_json": None if report is None else json.dumps(report),
-        "error": data["error"], "exit_code": data["exit_code"], "node": node,
-        "seconds": time.perf_counter() - t0,
-    })  # fmt: skip
+    return answer, child.returncode
 
 
 # ---- the driver ------------------------------------------------------------------------------
@@ -280,7 +344,7 @@ def _outcome_row(ray: Any, entry: MatrixEntry, ref: Any) -> MatrixRow:
         None if outcome.report_json is None else Report.model_validate_json(outcome.report_json)
     )
     return MatrixRow(entry, report, outcome.error, outcome.exit_code, node=outcome.node,
-                     seconds=round(outcome.seconds, 2))  # fmt: skip
+                     seconds=round(outcome.seconds, 2), baseline=outcome.baseline)  # fmt: skip
 
 
 def _database(store: Engine) -> str:
@@ -395,21 +459,24 @@ def _run(
     matrix_id: str,
 ) -> list[MatrixRow]:
     task = ray.remote(run_entry)
+    baselines = _node_baselines(ray, matrix, source, matrix_id) if matrix.shared_per_node else None
     pending: dict[Any, MatrixEntry] = {}
     for entry in matrix.entries:
-        needs = entry.needs()
+        needs = _needs(matrix, entry)
         custom = {k: v for k, v in needs.items() if k not in ("CPU", "GPU")}
         ref = task.options(
             num_cpus=needs.get("CPU", 0), num_gpus=needs.get("GPU", 0), resources=custom,
             max_retries=TASK_RETRIES, retry_exceptions=False, name=f"matrix {entry.name}",
         ).remote(_Job(matrix, entry.name, source=source, db=db, stored_url=stored_url,
                       run_name=entry_run_name(entry.name, matrix_id),
-                      cwd=os.getcwd()).to_json())  # fmt: skip
+                      cwd=os.getcwd()).to_json(), baselines)  # fmt: skip
         pending[ref] = entry
     rows: dict[str, MatrixRow] = {}
 
     def done(row: MatrixRow) -> None:
         rows[row.entry.name] = row
+        if baselines is not None:  # its node's baseline may stop (the entry's task said so too)
+            baselines.release.remote(row.entry.name)
         if announce is not None:
             announce(row)
 
@@ -421,19 +488,52 @@ def _run(
                 done(_outcome_row(ray, pending.pop(ref), ref))
             nodes, now = _alive_nodes(ray), time.monotonic()
             for ref, entry in list(pending.items()):
-                if placeable(entry.needs(), nodes):
+                if placeable(_needs(matrix, entry), nodes):
                     unplaceable_since.pop(entry.name, None)
                     continue
                 since = unplaceable_since.setdefault(entry.name, now)
                 if now - since >= placement_timeout_s:
                     ray.cancel(ref, force=True)
                     del pending[ref]
-                    reason = _not_placed(entry.needs(), nodes, placement_timeout_s)
+                    reason = _not_placed(_needs(matrix, entry), nodes, placement_timeout_s)
                     done(MatrixRow(entry, None, reason, EXIT_USAGE))
     except BaseException:  # Ctrl-C (or the driver failing): no task is left running
         _cancel(ray, pending)
         raise
+    finally:
+        if baselines is not None:
+            _stop_baselines(ray, baselines)
     return [rows[e.name] for e in matrix.entries]
+
+
+def _needs(matrix: MatrixFile, entry: MatrixEntry) -> dict[str, float]:
+    """What an entry's task asks for: its own needs, plus its node's shared baseline's."""
+    if matrix.baseline is None or not matrix.shared_per_node:
+        return entry.needs()
+    return with_baseline(entry.needs(), matrix.baseline.needs())
+
+
+def _node_baselines(ray: Any, matrix: MatrixFile, source: str, matrix_id: str) -> Any:
+    """The NodeBaselines actor of this run, on the driver's node (it dies with the job)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    assert matrix.baseline is not None
+    assert matrix.baseline.launch is not None
+    job = {"matrix": matrix.model_dump(mode="json"), "source": source, "cwd": os.getcwd(),
+           "matrix_id": matrix_id}  # fmt: skip
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return (
+        ray.remote(NodeBaselines)
+        .options(num_cpus=0, max_concurrency=64, scheduling_strategy=here, max_restarts=0)
+        .remote(job, [e.name for e in matrix.entries], matrix.baseline.launch.stop_timeout_s)
+    )
+
+
+def _stop_baselines(ray: Any, baselines: Any) -> None:
+    """Stop every node's baseline (a Ray error: the job's end takes them down regardless)."""
+    with contextlib.suppress(ray.exceptions.RayError):
+        ray.get(baselines.stop_all.remote(), timeout=BASELINES_STOP_S)
+    ray.kill(baselines)
 
 
 if __name__ == "__main__":

@@ -179,6 +179,7 @@ async def run(
     gates: Mapping[str, GateRunner] = GATES,
     resume: ResumePoint | None = None,
     recording: bool = False,
+    shared: Mapping[str, Managed] | None = None,
 ) -> Report:
     """One complete gate run. Sides with a `launch` block are started first (their logs go to a
     folder under `cfg.run_dir`) and stopped when the run ends, however it ends. Raises
@@ -191,7 +192,8 @@ async def run(
     `recording` (`servegate baseline record`) lets both sides be one server. With
     `cfg.baseline_run`, the stored baseline of that name in `store` answers for the baseline
     (nothing is launched for it), and the performance gate is not applicable (skipped with its
-    reason)."""
+    reason). `shared` holds sides already launched for several runs (a matrix's baseline per
+    node): judged and fingerprinted as launched, neither started nor stopped by this run."""
     check_inputs(cfg)
     if resume is not None and store is None:
         raise PreflightError("resuming a run needs the database that holds it", EXIT_USAGE)
@@ -209,17 +211,20 @@ async def run(
                 "compare two different servers",
                 EXIT_USAGE,
             )
-    sides = (
-        ("baseline", None if stored is not None else cfg.baseline),
+    given = dict(shared or {})
+    sides: tuple[tuple[str, EndpointConfig | None], ...] = (
+        ("baseline", None if stored is not None or "baseline" in given else cfg.baseline),
         ("candidate", cfg.candidate),
         ("baseline-replica", cfg.baseline_replica),
     )
+    if any(not side.evidence.ready for side in given.values()):
+        sides = ()  # as when a side of its own did not start: the others are not started
     started = (datetime.now(UTC), time.perf_counter())  # launches count in the run's time
     async with launched(
         sides, _run_folder(cfg), log_patterns=cfg.log_patterns,
         probe_deadline_s=cfg.probe_deadline_s,
     ) as managed:  # fmt: skip
-        return await _run(cfg, managed, started, store=store, run_name=run_name,
+        return await _run(cfg, {**given, **managed}, started, store=store, run_name=run_name,
                           progress=progress, gates=gates, resume=resume,
                           stored=stored)  # fmt: skip
 
