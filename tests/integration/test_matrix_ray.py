@@ -55,10 +55,12 @@ def _matrix(
     baseline: str,
     entries: list[dict[str, Any]],
     settings: dict[str, Any] | None = None,
+    baseline_block: dict[str, Any] | None = None,
 ) -> Path:
     path = tmp_path / "matrix.yaml"
     settings = settings or {"gates": ["startup"], "categories": ["canary"]}
-    spec = {"baseline": {"url": baseline}, "settings": settings, "entries": entries}
+    spec = {"baseline": baseline_block or {"url": baseline}, "settings": settings,
+            "entries": entries}  # fmt: skip
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
@@ -166,6 +168,68 @@ def test_a_node_lost_mid_entry_finishes_on_another_node_and_is_recorded_once(
     assert _wait_gone(mark) == []
 
 
+def _shared(mark: str) -> dict[str, Any]:
+    """A baseline launched once per node (the reference engine), its processes marked."""
+    return {"launch": {"command": _llama(), "env": {"SERVEGATE_TEST_MARK": mark}},
+            "shared": "node"}  # fmt: skip
+
+
+def _baseline_launches(db: str) -> dict[str, int]:
+    """From the store: each entry's run, and the pid of the baseline launch it was judged
+    against (the launch its report's baseline fingerprint records)."""
+    engine = create_engine(db)
+    try:
+        with engine.connect() as conn:
+            rows = list(conn.execute(text("select name, report_json from runs")))
+    finally:
+        engine.dispose()
+    return {
+        str(name).split(" [")[0]: int(json.loads(report)["baseline"]["launch"]["pid"])
+        for name, report in rows
+    }
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+# Also with a cluster of its own, one node with two fake GPUs: both entries run there at once.
+def test_two_entries_on_one_node_share_one_baseline_launch_stopped_at_the_end(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    require_engine()
+    mark = uuid.uuid4().hex
+    path = _matrix(tmp_path, "unused", [
+        {"name": "mmap-on", "launch": {"command": _llama()}, "resources": ONE_GPU},
+        {"name": "mmap-off", "launch": {"command": _llama("--use_mmap", "false")},
+         "resources": ONE_GPU},
+    ], settings={"gates": ["startup"], "run_dir": str(tmp_path / "runs")},
+       baseline_block=_shared(mark))  # fmt: skip
+    out = tmp_path / "matrix.json"
+    with local_ray_cluster(tmp_path, head_cpus=2, head_resources={"fake_gpu": 2}) as cluster:
+        proc = run_servegate("matrix", str(path), "--ray", cluster.address, "--db", postgres_url,
+                             "--json", str(out), "--quiet")  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    rows = _rows(out)
+    assert {n: r["verdict"] for n, r in rows.items()} == {"mmap-on": "pass", "mmap-off": "pass"}
+    # Both ran on the one node, against one baseline launch: the store's reports name one pid,
+    # and one baseline log was written.
+    launches = _baseline_launches(postgres_url)
+    assert sorted(launches) == ["matrix mmap-off", "matrix mmap-on"]
+    [pid] = set(launches.values())
+    logs = sorted((tmp_path / "runs").glob("*-shared-baseline-*/baseline.log"))
+    assert len(logs) == 1, logs
+    # Each row says which baseline server it was judged against: its node's, at one URL.
+    assert {(r["node"], r["baseline"]["node"], r["baseline"]["url"], r["baseline"]["pid"])
+            for r in rows.values()} == {(rows["mmap-on"]["node"], rows["mmap-on"]["node"],
+                                         rows["mmap-on"]["baseline"]["url"], pid)}  # fmt: skip
+    assert rows["mmap-on"]["baseline"]["log"] == str(logs[0])
+    # Stopped at the end: its pid gone, no marked process (engine or guard) left.
+    assert not _alive(pid)
+    assert _wait_gone(mark) == []
+
+
 def test_each_entry_runs_as_a_ray_task_on_a_node_with_its_resources_and_is_stored_once(
     two_nodes: LocalRayCluster, clean_engine: RunningEngine, postgres_url: str, tmp_path: Path
 ) -> None:
@@ -216,6 +280,35 @@ def test_each_entry_runs_as_a_ray_task_on_a_node_with_its_resources_and_is_store
         n: (r["verdict"], r["run_id"]) for n, r in rows.items()
     }
     assert again["tp4"]["error"] == "not started"
+
+
+def test_entries_on_two_nodes_start_one_shared_baseline_each_on_their_own_node(
+    two_nodes: LocalRayCluster, postgres_url: str, tmp_path: Path
+) -> None:
+    mark = uuid.uuid4().hex
+    path = _matrix(tmp_path, "unused", [
+        {"name": "mmap-on", "launch": {"command": _llama()}, "resources": ONE_GPU},
+        {"name": "mmap-off", "launch": {"command": _llama("--use_mmap", "false")},
+         "resources": ONE_GPU},
+    ], settings={"gates": ["startup"], "run_dir": str(tmp_path / "runs")},
+       baseline_block=_shared(mark))  # fmt: skip
+    out = tmp_path / "matrix.json"
+    proc = run_servegate("matrix", str(path), "--ray", two_nodes.address, "--db", postgres_url,
+                         "--json", str(out), "--quiet")  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    rows = _rows(out)
+    assert {n: r["verdict"] for n, r in rows.items()} == {"mmap-on": "pass", "mmap-off": "pass"}
+    assert rows["mmap-on"]["node"] != rows["mmap-off"]["node"]  # one fake GPU per node
+    # One launch per node, each entry judged against its own node's.
+    launches = _baseline_launches(postgres_url)
+    assert len(set(launches.values())) == 2, launches
+    assert len(list((tmp_path / "runs").glob("*-shared-baseline-*/baseline.log"))) == 2
+    for name, row in rows.items():
+        assert row["baseline"]["node"] == row["node"]
+        assert row["baseline"]["pid"] == launches[f"matrix {name}"]
+    assert not any(_alive(pid) for pid in launches.values())
+    assert _wait_gone(mark) == []
 
 
 def _run_ids(db: str) -> set[str]:
