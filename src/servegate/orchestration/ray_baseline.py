@@ -140,7 +140,7 @@ class NodeBaselines:
                 strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
                 server = ray.remote(BaselineServer).options(
                     num_cpus=0, scheduling_strategy=strategy, max_restarts=0,
-                    name=f"servegate-baseline-{self._job['matrix_id']}-{node_id[:12]}",
+                    name=f"servegate-baseline-{self._job['matrix_id']}-{len(self._launches)}",
                 ).remote(json.dumps(job))  # fmt: skip
                 self._servers[node_id] = server
                 self._launches.append(node_id)
