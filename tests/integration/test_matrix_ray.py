@@ -168,10 +168,17 @@ def test_a_node_lost_mid_entry_finishes_on_another_node_and_is_recorded_once(
     assert _wait_gone(mark) == []
 
 
-def _shared(mark: str) -> dict[str, Any]:
-    """A baseline launched once per node (the reference engine), its processes marked."""
-    return {"launch": {"command": _llama(), "env": {"SERVEGATE_TEST_MARK": mark}},
-            "shared": "node"}  # fmt: skip
+def _shared_matrix(tmp_path: Path, mark: str) -> Path:
+    """Two entries, one fake GPU each, and a baseline (the reference engine, its processes
+    marked) launched once per node."""
+    baseline = {"launch": {"command": _llama(), "env": {"SERVEGATE_TEST_MARK": mark}},
+                "shared": "node"}  # fmt: skip
+    return _matrix(tmp_path, "unused", [
+        {"name": "mmap-on", "launch": {"command": _llama()}, "resources": ONE_GPU},
+        {"name": "mmap-off", "launch": {"command": _llama("--use_mmap", "false")},
+         "resources": ONE_GPU},
+    ], settings={"gates": ["startup"], "run_dir": str(tmp_path / "runs")},
+       baseline_block=baseline)  # fmt: skip
 
 
 def _baseline_launches(db: str) -> dict[str, int]:
@@ -199,12 +206,7 @@ def test_two_entries_on_one_node_share_one_baseline_launch_stopped_at_the_end(
 ) -> None:
     require_engine()
     mark = uuid.uuid4().hex
-    path = _matrix(tmp_path, "unused", [
-        {"name": "mmap-on", "launch": {"command": _llama()}, "resources": ONE_GPU},
-        {"name": "mmap-off", "launch": {"command": _llama("--use_mmap", "false")},
-         "resources": ONE_GPU},
-    ], settings={"gates": ["startup"], "run_dir": str(tmp_path / "runs")},
-       baseline_block=_shared(mark))  # fmt: skip
+    path = _shared_matrix(tmp_path, mark)
     out = tmp_path / "matrix.json"
     with local_ray_cluster(tmp_path, head_cpus=2, head_resources={"fake_gpu": 2}) as cluster:
         proc = run_servegate("matrix", str(path), "--ray", cluster.address, "--db", postgres_url,
@@ -286,12 +288,7 @@ def test_entries_on_two_nodes_start_one_shared_baseline_each_on_their_own_node(
     two_nodes: LocalRayCluster, postgres_url: str, tmp_path: Path
 ) -> None:
     mark = uuid.uuid4().hex
-    path = _matrix(tmp_path, "unused", [
-        {"name": "mmap-on", "launch": {"command": _llama()}, "resources": ONE_GPU},
-        {"name": "mmap-off", "launch": {"command": _llama("--use_mmap", "false")},
-         "resources": ONE_GPU},
-    ], settings={"gates": ["startup"], "run_dir": str(tmp_path / "runs")},
-       baseline_block=_shared(mark))  # fmt: skip
+    path = _shared_matrix(tmp_path, mark)
     out = tmp_path / "matrix.json"
     proc = run_servegate("matrix", str(path), "--ray", two_nodes.address, "--db", postgres_url,
                          "--json", str(out), "--quiet")  # fmt: skip

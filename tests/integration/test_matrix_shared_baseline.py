@@ -7,37 +7,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 from tests.integration.conftest import require_engine, run_servegate
+from tests.integration.test_matrix_ray import _llama, _marked
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(600)]
-
-
-def _llama(*extra: str) -> list[str]:
-    from servegate.engine.launch import llama_command
-    from servegate.engine.model import shipped_model_path
-
-    argv = llama_command(shipped_model_path(), 1, tuple(extra))
-    argv[argv.index("--port") + 1] = "{port}"
-    return [sys.executable, "-m", "servegate.engine.llama_server", *argv[3:]]
-
-
-def _marked(mark: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                environ = (proc / "environ").read_bytes()
-            except OSError:
-                continue
-            if f"SERVEGATE_TEST_MARK={mark}".encode() in environ.split(b"\0"):
-                found.append(int(proc.name))
-    return found
 
 
 def _matrix(tmp_path: Path, shared: str, mark: str) -> Path:
