@@ -120,6 +120,7 @@ class NodeBaselines:
         self._users: dict[str, set[str]] = {}  # node id -> entries running there
         self._servers: dict[str, Any] = {}  # node id -> BaselineServer handle, while it runs
         self._launches: list[str] = []  # node ids, one per baseline started
+        self._every: list[Any] = []  # every BaselineServer started, stopped or not
         self._stop_s = stop_timeout_s + STOP_MARGIN_S
         self._lock = threading.Lock()
 
@@ -144,6 +145,7 @@ class NodeBaselines:
                 ).remote(json.dumps(job))  # fmt: skip
                 self._servers[node_id] = server
                 self._launches.append(node_id)
+                self._every.append(server)
         try:
             return str(ray.get(server.info.remote()))
         except ray.exceptions.RayError as exc:  # its node lost meanwhile
@@ -160,10 +162,13 @@ class NodeBaselines:
         self._stop(stopping)
 
     def stop_all(self) -> list[str]:
-        """Stop every baseline still running; the node ids of all baselines started."""
+        """Stop every baseline, and wait for those a `release` is stopping (a server's calls
+        run one at a time: a second stop returns once the first has); the node ids of all
+        baselines started."""
         with self._lock:
-            stopping, self._servers = list(self._servers.values()), {}
-        self._stop(stopping)
+            self._servers = {}
+            every = list(self._every)
+        self._stop(every)
         return list(self._launches)
 
     def _stop(self, servers: Sequence[Any]) -> None:
