@@ -345,16 +345,23 @@ def test_an_unreachable_cluster_is_one_line(tmp_path: Path) -> None:
     assert line.startswith("servegate: error: cannot connect to the Ray cluster at 127.0.0.1:")
 
 
+@pytest.mark.parametrize("baseline", ["url", "shared-node"])
 def test_ctrl_c_cancels_every_task_and_leaves_no_engine_running_on_any_node(
-    two_nodes: LocalRayCluster, clean_engine: RunningEngine, postgres_url: str, tmp_path: Path
+    two_nodes: LocalRayCluster,
+    clean_engine: RunningEngine,
+    postgres_url: str,
+    tmp_path: Path,
+    baseline: str,
 ) -> None:
     mark = uuid.uuid4().hex
     launch = {"command": _llama(), "env": {"SERVEGATE_TEST_MARK": mark}}
+    # shared-node: a baseline per node, launched with the same mark, stopped by Ctrl-C too.
+    shared = {"launch": launch, "shared": "node"} if baseline == "shared-node" else None
     # The whole golden suite: minutes, so both entries are mid-run when Ctrl-C comes.
     path = _matrix(tmp_path, clean_engine.base_url, [
         {"name": "a", "launch": launch, "resources": ONE_GPU},
         {"name": "b", "launch": launch, "resources": ONE_GPU},
-    ], settings={"gates": ["startup", "golden"]})  # fmt: skip
+    ], settings={"gates": ["startup", "golden"]}, baseline_block=shared)  # fmt: skip
     driver = _driver(path, two_nodes.address, postgres_url, tmp_path / "matrix.json")
     try:
         running = _running_runs(postgres_url, 2)
