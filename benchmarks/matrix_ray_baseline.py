@@ -99,7 +99,8 @@ def main() -> None:
                                head_resources={"fake_gpu": 1}) as cluster:  # fmt: skip
             cluster.add_node("worker", cpus=1, resources={"fake_gpu": 1})
             for i in range(args.repeats):
-                for shared in ("entry", "node"):
+                # Alternated (entry, node, node, entry, …): a shared machine's load drifts.
+                for shared in ("entry", "node") if i % 2 == 0 else ("node", "entry"):
                     run = {"repeat": i, "shared": shared,
                            **_one(out / f"r{i}", shared, cluster.address, url)}  # fmt: skip
                     print(json.dumps({k: v for k, v in run.items() if k != "stderr_tail"}),

@@ -140,15 +140,18 @@ def matrix(
             rows = collect_rows(spec, store, collect_id)
         elif ray_address is not None:
             matrix_id = new_matrix_id()
-            if not quiet:
+
+            def started() -> None:  # connected and accepted: a refusal stays one line
                 stderr.print(f"matrix {matrix_id} on Ray: `servegate matrix {matrix_file} "
                              f"--collect {matrix_id}` shows its table while it runs",
                              markup=False, highlight=False)  # fmt: skip
+
             rows = run_matrix_on_ray(spec, source=str(matrix_file), store=store,
                                      address=ray_address, stored_url=stored_url,
                                      placement_timeout_s=placement_timeout,
                                      announce=None if quiet else _announce,
-                                     matrix_id=matrix_id)  # fmt: skip
+                                     matrix_id=matrix_id,
+                                     started=None if quiet else started)  # fmt: skip
         else:
             with gate_progress(not quiet) as progress:
                 local = run_matrix(spec, source=str(matrix_file), store=store,

@@ -420,10 +420,12 @@ def run_matrix_on_ray(
     placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
     announce: Callable[[MatrixRow], None] | None = None,
     matrix_id: str | None = None,
+    started: Callable[[], None] | None = None,
 ) -> list[MatrixRow]:
     """Run every entry as a task of the Ray cluster at `address` (`auto`: the one this machine
     belongs to); a row per entry, in the file's order. PreflightError when the cluster cannot be
-    reached, or when the store is SQLite and the cluster has more than one node."""
+    reached, or when the store is SQLite and the cluster has more than one node; `started` is
+    called once neither refused it."""
     ray = _ray()
     _refuse_unreachable(address)
     try:
@@ -440,6 +442,8 @@ def run_matrix_on_ray(
                 "its own host can write: give a shared database (--db postgresql://…)",
                 EXIT_USAGE,
             )
+        if started is not None:
+            started()
         return _run(ray, matrix, source=source, db=_database(store), stored_url=stored_url,
                     placement_timeout_s=placement_timeout_s, announce=announce,
                     matrix_id=matrix_id or new_matrix_id())  # fmt: skip
