@@ -60,6 +60,15 @@ def _baseline_pids(db: str, run_ids: list[str]) -> dict[str, int]:
         engine.dispose()
 
 
+def _compute_s(runs: Path, log: str) -> float:
+    total_ms = 0.0
+    for path in runs.glob(f"**/{log}"):
+        for line in path.read_text(errors="replace").splitlines():
+            if "llama_perf_context_print" in line and "total time" in line:
+                total_ms += float(line.split("=", 1)[1].split("ms", 1)[0])
+    return round(total_ms / 1000, 1)
+
+
 def _one(out: Path, shared: str, address: str, db: str) -> dict[str, Any]:
     folder = out / shared
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,6 +88,10 @@ def _one(out: Path, shared: str, address: str, db: str) -> dict[str, Any]:
         "baseline_launches_in_store": len(set(pids.values())),
         "baseline_logs": len(list((folder / "runs").glob("**/baseline.log"))),
         "baseline_ready_s": sorted({r["baseline"]["ready_s"] for r in rows if r.get("baseline")}),
+        # The candidates' own compute time (llama.cpp's `total time` lines), the same work in
+        # both modes: how loaded the shared machine was meanwhile.
+        "candidate_compute_s": _compute_s(folder / "runs", "candidate.log"),
+        "baseline_compute_s": _compute_s(folder / "runs", "baseline.log"),
         "stderr_tail": done.stderr[-1500:],
     }  # fmt: skip
 
