@@ -20,16 +20,16 @@ else (an engine's own sampler defaults apply, as they do for its users):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from servegate.config.policy import SamplingPolicy
+from servegate.endpoints.json_text import is_json_object
 from servegate.endpoints.text import opening
 from servegate.endpoints.types import Completion
 from servegate.gates.evidence import curl, excerpt
-from servegate.stats.degeneration import degeneration_metrics, is_severe
+from servegate.stats.degeneration import DegenerationMetrics, degeneration_metrics, is_severe
 from servegate.verdict.judgement import not_applicable
 from servegate.verdict.model import Check, Finding, Outcome, Severity
 from servegate.verdict.sampled_checks import (
@@ -53,13 +53,9 @@ def _number(expected: str) -> Callable[[str], bool]:
 
 
 def _json_object(text: str) -> bool:
+    """A JSON object somewhere in the answer (words around it allowed), by the one strict rule."""
     start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        return False
-    try:
-        return isinstance(json.loads(text[start : end + 1]), dict)
-    except ValueError:
-        return False
+    return 0 <= start < end and is_json_object(text[start : end + 1])
 
 
 def _ok(text: str) -> bool:
@@ -86,8 +82,16 @@ def _answers(draws: Any, side: str) -> list[Completion]:
     return [a for a in draws.side(side) if isinstance(a, Completion)]
 
 
-def _degenerate(c: Completion) -> bool:
-    return bool(c.text) and is_severe(degeneration_metrics(c.text)) is not None
+def _degenerate(m: DegenerationMetrics | None) -> bool:
+    return m is not None and is_severe(m) is not None
+
+
+def _metrics(c: Completion) -> DegenerationMetrics | None:
+    return degeneration_metrics(c.text) if c.text else None
+
+
+def _symbols(m: DegenerationMetrics | None) -> float:
+    return m.symbol_ratio if m is not None else 0.0
 
 
 def _finding(check: Check, draws: Sequence[Any], url: str) -> Finding:
@@ -95,7 +99,7 @@ def _finding(check: Check, draws: Sequence[Any], url: str) -> Finding:
     worst = draws[0]
     for d in draws:
         b, c = _answers(d, "baseline"), _answers(d, "candidate")
-        if sum(map(_degenerate, c)) > sum(map(_degenerate, b)):
+        if sum(_degenerate(_metrics(a)) for a in c) > sum(_degenerate(_metrics(a)) for a in b):
             worst = d
             break
     shown = {s: " | ".join(excerpt(a.text, 40) for a in _answers(worst, s)[:4]) for s in
@@ -124,20 +128,19 @@ def production_checks(draws: Sequence[Any], url: str, policy: SamplingPolicy) ->
             if b.ok and c.ok:
                 pairs.append((b, c))
                 openings.setdefault(d.label, []).append((opening(b), opening(c)))
+    measured = [(_metrics(b), _metrics(c)) for b, c in pairs]  # once per answer
     checks = [
         paired_check("sampled_success", "checkable answers at production settings are right as "
                      "often as the baseline's", success, "wrong", policy),
         paired_check("sampled_degenerate", "answers at production settings degenerate no more "
-                     "often than the baseline's", [(_degenerate(b), _degenerate(c))
-                                                    for b, c in pairs], "degenerate", policy),
+                     "often than the baseline's", [(_degenerate(mb), _degenerate(mc))
+                                                    for mb, mc in measured], "degenerate", policy),
         paired_check("sampled_finish", "answers at production settings stop by themselves as "
                      "the baseline's do", [(b.finish_reason not in STOPPED,
                                             c.finish_reason not in STOPPED) for b, c in pairs],
                      "cut at the length limit", policy, two_sided=True),
         sign_check(LENGTH, [(len(b.text), len(c.text)) for b, c in pairs], policy),
-        sign_check(SYMBOLS, [(degeneration_metrics(b.text).symbol_ratio,
-                              degeneration_metrics(c.text).symbol_ratio) for b, c in pairs],
-                   policy),
+        sign_check(SYMBOLS, [(_symbols(mb), _symbols(mc)) for mb, mc in measured], policy),
         openings_check(openings, policy),
     ]  # fmt: skip
     return [(c, [_finding(c, draws, url)] if c.outcome is Outcome.FAIL else []) for c in checks]
