@@ -266,6 +266,18 @@ def test_a_baseline_replica_joins_the_noise_floor(
     assert numerics["metrics"]["aa_replica_flip_rate"] == 0.0
     assert numerics["metrics"]["aa_repeat_flip_rate"] == 0.0
     assert numerics["status"] == "fail"
+    # Where the time went: the five paths of two prompts on the baseline (the alongside path's
+    # filler too) and the replica's two answers are the noise floor; each part's requests add
+    # up to the gate's, side by side.
+    parts = {p["part"]: p for p in numerics["time"]["parts"]}
+    assert parts["noise floor (the baseline's own paths)"]["requests"] == {
+        "baseline": 2 * 5, "baseline-replica": 2
+    }  # fmt: skip
+    assert parts["probes"]["requests"] == {"baseline": 2, "candidate": 2}
+    assert {"pilot", "isolation (prefix-cache reset)", "echo alignment"} <= set(parts)
+    assert all(p["seconds"] > 0 for p in parts.values())
+    for side, n in numerics["time"]["requests"].items():
+        assert sum(p["requests"].get(side, 0) for p in parts.values()) == n
 
 
 def test_the_matrix_gives_each_execution_path_its_own_verdict(

@@ -7,7 +7,9 @@ servers see, labelled with the gate and probe that sent it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,6 +17,31 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion, Embeddings, RawResponse
 
 Result = Completion | Embeddings | RawResponse
+
+# What the requests a gate sends at a point of its work are for ("noise floor", "prompt scoring",
+# "load blocks"): the gate's time is reported per part (GateTime.parts). A context variable, so
+# that the baseline's and the candidate's tasks of one gate, running at once, each keep theirs.
+_PART: ContextVar[str | None] = ContextVar("servegate_part", default=None)
+UNNAMED_PART = "probes"
+ISOLATION_PART = "isolation (prefix-cache reset)"
+
+
+@contextmanager
+def part(name: str) -> Iterator[None]:
+    """Requests recorded inside (and in tasks started inside) count under `name`."""
+    token = _PART.set(name)
+    try:
+        yield
+    finally:
+        _PART.reset(token)
+
+
+def part_of(probe: str) -> str:
+    """The part a request recorded now belongs to: an isolation request is its own part
+    whatever it isolates, else the innermost `part` around it, else UNNAMED_PART."""
+    if probe.endswith(":isolation"):
+        return ISOLATION_PART
+    return _PART.get() or UNNAMED_PART
 
 
 class Recorder(Protocol):

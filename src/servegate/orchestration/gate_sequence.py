@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 from servegate.config.models import GateConfig
-from servegate.endpoints.recording import Recorder
 from servegate.gates import context, embeddings, golden, numerics, performance, sampling, startup
 from servegate.gates.pair import EndpointPair
-from servegate.verdict.model import GateResult, GateTime, Outcome, Severity, Status
+from servegate.orchestration.gate_time import TimeRecorder
+from servegate.verdict.model import GateResult, Outcome, Severity, Status
 
 ProgressFn = Callable[[str, int, int, str], None]
 
@@ -108,22 +106,6 @@ def failed_fast(result: GateResult) -> str | None:
     )
 
 
-class _CountingRecorder:
-    """The run's recorder, counting each request by gate and side on its way."""
-
-    def __init__(self, inner: Recorder) -> None:
-        self.inner = inner
-        self.counts: Counter[tuple[str, str]] = Counter()
-
-    def record(self, **fields: Any) -> None:
-        """Count the request by its gate and side, then hand it on unchanged."""
-        self.counts[fields["gate"], fields["side"]] += 1
-        self.inner.record(**fields)
-
-    def of(self, gate: str) -> dict[str, int]:
-        return {side: n for (g, side), n in sorted(self.counts.items()) if g == gate}
-
-
 def _correctness_failed(results: Sequence[GateResult]) -> str | None:
     """Why a performance gate is skipped: the correctness gates that ran and failed."""
     ran = [r for r in results if r.name not in AFTER_CORRECTNESS]
@@ -148,7 +130,7 @@ async def run_gates(
     earlier attempt of a resumed run) are not run again; they count as judged."""
     done = {r.name: r for r in previous}
     results: list[GateResult] = []
-    counting = _CountingRecorder(pair.recorder)
+    counting = TimeRecorder(pair.recorder)
     pair = dataclasses.replace(pair, recorder=counting)
 
     def judged(result: GateResult) -> None:
@@ -179,9 +161,7 @@ async def run_gates(
         gate_progress(0, 1, "")
         started = time.perf_counter()
         result = await gate(pair, cfg, gate_progress)
-        spent = GateTime(
-            seconds=round(time.perf_counter() - started, 3), requests=counting.of(name)
-        )
+        spent = counting.time(name, time.perf_counter() - started)
         result = result.model_copy(update={"time": spent})
         skip_reason = _not_ready(result) or (None if cfg.complete else failed_fast(result))
         judged(result)

@@ -11,6 +11,7 @@ from html import escape
 
 from servegate.reports.changes import changes, launch_lines, summary
 from servegate.reports.plain import plain
+from servegate.reports.time_parts import NOTE, part_rows
 from servegate.verdict.model import Finding, GateResult, Report, Status
 
 PERFORMANCE_GATES = ("perf", "performance")
@@ -68,7 +69,15 @@ def gates(report: Report) -> str:
         (esc(g.name), status(g.status), esc(g.time.text() if g.time else "-"), esc(g.summary))
         for g in report.gates
     ]
-    return section("gates", "Gates", table(("gate", "status", "time", "summary"), rows))
+    parts = [tuple(esc(x) for x in row) for row in part_rows(report)]
+    spent = (
+        "<h3>Where the time went</h3>"
+        + table(("gate", "part", "time", "requests"), parts)
+        + note(NOTE)
+        if parts
+        else ""
+    )
+    return section("gates", "Gates", table(("gate", "status", "time", "summary"), rows), spent)
 
 
 def correctness(report: Report) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from servegate.endpoints.text import clip
 from servegate.reports.changes import changes, launch_lines, summary
 from servegate.reports.plain import plain
+from servegate.reports.time_parts import NOTE, part_rows
 from servegate.verdict.model import Finding, GateResult, Report, Status
 
 # GitHub refuses a PR comment over 65,536 characters; stay under it with room for the footer.
@@ -103,7 +104,17 @@ def _gates(report: Report) -> list[str]:
         (inline(g.name), _status(g.status), g.time.text() if g.time else "-", inline(g.summary))
         for g in report.gates
     ]
-    return ["", "### Gates", "", *_table(("gate", "status", "time", "summary"), rows)]
+    lines = ["", "### Gates", "", *_table(("gate", "status", "time", "summary"), rows)]
+    parts = [tuple(inline(x) for x in row) for row in part_rows(report)]
+    if parts:
+        lines += [
+            "",
+            "Where the time went:",
+            "",
+            *_table(("gate", "part", "time", "requests"), parts),
+        ]
+        lines += ["", f"_{inline(NOTE)}_"]
+    return lines
 
 
 def _correctness(report: Report) -> list[str]:

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from servegate.reports.changes import changes, launch_lines, summary
 from servegate.reports.plain import plain
+from servegate.reports.time_parts import largest_parts
 from servegate.verdict.model import Report, Severity, Status
 
 STATUS_STYLE = {
@@ -46,6 +47,12 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
         status = Text(str(g.status), STATUS_STYLE[g.status])
         spent = Text(g.time.text() if g.time else "-")
         gates.add_row(_plain(g.name), status, spent, _plain(g.summary))
+    spent_on = [(g.name, largest_parts(g)) for g in report.gates if largest_parts(g)]
+    if spent_on:
+        gates.caption = Text(
+            "where the time went: " + "; ".join(f"{plain(n)}: {plain(p)}" for n, p in spent_on)
+        )
+        gates.caption_justify = "left"
     parts: list[Table | Text] = [header, *_what_changed(report), gates]
     if report.correctness:
         table = Table(title="Correctness Report", title_justify="left")

@@ -116,11 +116,26 @@ class Divergence(_Frozen):
 MetricValue = float | int | str | bool | None
 
 
+class PartTime(_Frozen):
+    """One part of a gate's work (what its requests were for: "noise floor", "load blocks"):
+    the time some request of it was in flight on either side, and its requests per side."""
+
+    part: str
+    seconds: float  # the union of its requests' intervals: overlapping requests count once
+    requests: dict[str, int] = Field(default_factory=dict)
+
+    def text(self) -> str:
+        return f"{self.part} {self.seconds:.1f} s ({sum(self.requests.values())})"
+
+
 class GateTime(_Frozen):
-    """Where a gate's time went: its wall time and the requests it sent, per side."""
+    """Where a gate's time went: its wall time and the requests it sent, per side, and per part
+    (largest first). Parts overlap (the baseline's noise floor while the candidate answers) and
+    leave gaps (judging, waiting), so their seconds need not sum to the gate's."""
 
     seconds: float
     requests: dict[str, int] = Field(default_factory=dict)  # "baseline", "candidate", "replica"
+    parts: tuple[PartTime, ...] = ()
 
     @property
     def total_requests(self) -> int:

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion
 from servegate.gates.context.judgement import evaluate, judge
 from servegate.gates.context.plan import (
@@ -51,6 +52,17 @@ __all__ = [
     "judge",
     "steps",
 ]
+
+
+# What each step's requests are for, in the gate's time (GateTime.parts).
+PARTS = {
+    Kind.NEEDLE: "long-context needles",
+    Kind.PREFIX_CACHE: "prefix cache",
+    Kind.STREAM_TEXT: "stream parity (text)",
+    Kind.STREAM_TOOLS: "stream parity (tool calls)",
+    Kind.CANCEL: "cancellation",
+    Kind.REASONING: "reasoning",
+}
 
 
 async def _send(
@@ -147,10 +159,11 @@ async def collect(
     extra: int | None = None
     if plan is None:  # the default plan grows a needle to 80 % of the discovered context
         plan = ContextPlan()
-        contexts = {
-            side: (await discover_context(pair, ep, cfg.probe_deadline_s, NAME))[0]
-            for side, ep in (("baseline", pair.baseline), ("candidate", pair.candidate))
-        }
+        with part("context discovery"):
+            contexts = {
+                side: (await discover_context(pair, ep, cfg.probe_deadline_s, NAME))[0]
+                for side, ep in (("baseline", pair.baseline), ("candidate", pair.candidate))
+            }
         extra = long_needle(contexts, plan)
         if extra is not None:
             plan = replace(plan, needles=(*plan.needles, (extra, "middle")))
@@ -162,7 +175,8 @@ async def collect(
             progress(i, len(todo), step.probe)
         length = step.needle.target_tokens if step.needle is not None else None
         send_candidate = length is None or hung_at is None or length < hung_at
-        b, c = await _both_sides(pair, step, cfg, plan, send_candidate)
+        with part(PARTS[step.kind]):
+            b, c = await _both_sides(pair, step, cfg, plan, send_candidate)
         if length is not None and _hung(step, c):  # never when not sent: c is ()
             hung_at = min(hung_at or length, length)
         request = pair.body(step.requests[-1])

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from servegate.config.models import GateConfig, Policy
+from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion
 from servegate.gates.golden.judgement import evaluate as evaluate_probes
 from servegate.gates.golden.probe import NAME, GoldenEvidence, ProbeObservation, ProbeStatus
@@ -29,6 +30,7 @@ __all__ = ["NAME", "GoldenEvidence", "ProbeObservation", "ProbeStatus", "collect
 
 ProgressFn = Callable[[int, int, str], None]
 TOP_LOGPROBS = 5
+STREAMED = "streamed"
 PILOT = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2, "temperature": 0}
 
 
@@ -73,9 +75,11 @@ async def _observe(
     async def baseline() -> tuple[Completion, Completion, Completion]:
         b = await send(pair.baseline, plain, "")
         ref.set_result(b)
-        b_stream = await send(pair.baseline, streamed, ":stream")
+        with part(STREAMED):
+            b_stream = await send(pair.baseline, streamed, ":stream")
         ref_stream.set_result(b_stream)
-        return b, b_stream, await send(pair.baseline, plain, ":cache-hit", isolate=False)
+        with part("the baseline's own path (cache hit)"):
+            return b, b_stream, await send(pair.baseline, plain, ":cache-hit", isolate=False)
 
     async def candidate() -> tuple[Completion, Completion]:
         def against(body: Mapping[str, Any], label: str, r: Future[Completion]) -> Any:
@@ -85,7 +89,8 @@ async def _observe(
             )  # fmt: skip
 
         c = await against(plain, "", ref)
-        return c, await against(streamed, ":stream", ref_stream)
+        with part(STREAMED):
+            return c, await against(streamed, ":stream", ref_stream)
 
     (b, b_stream, b_hit), (c, c_stream) = await pair.sides(baseline, candidate)
     return ProbeObservation(probe, b, b_stream, b_hit, c, c_stream)
@@ -98,21 +103,23 @@ async def collect(
     streamed; at the same time when the pair allows it), in suite order, each isolated except
     the cache hit."""
     probes = select_probes(cfg).probes
-    pilot = await pair.send(
-        pair.baseline,
-        "chat",
-        {**PILOT, "logprobs": True, "top_logprobs": 1},
-        gate=NAME,
-        probe="pilot",
-        deadline_s=cfg.request_deadline_s,
-    )
+    with part("pilot"):
+        pilot = await pair.send(
+            pair.baseline,
+            "chat",
+            {**PILOT, "logprobs": True, "top_logprobs": 1},
+            gate=NAME,
+            probe="pilot",
+            deadline_s=cfg.request_deadline_s,
+        )
     logprobs = pilot.ok and bool(pilot.logprobs)
     observations = []
     for i, probe in enumerate(probes):
         if progress is not None:
             progress(i, len(probes), probe.id)
         observations.append(await _observe(pair, probe, cfg, logprobs))
-    responses = await collect_responses(pair, cfg)  # /v1/responses, where served
+    with part("Responses API"):
+        responses = await collect_responses(pair, cfg)  # /v1/responses, where served
     if progress is not None:
         progress(len(probes), len(probes), "")
     return GoldenEvidence(

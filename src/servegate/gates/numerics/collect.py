@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
 from servegate.config.models import GateConfig
+from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion
 from servegate.gates.numerics.echo_route import EchoCheck
 from servegate.gates.numerics.judgement import evaluate
@@ -64,9 +65,10 @@ async def plan(
     if not opts.prompts:
         return ()
     first = probe_request("chat", opts.prompts[0][1], opts)
-    pilot = await pair.send(
-        pair.baseline, "chat", first, gate=NAME, probe="pilot", deadline_s=deadline_s
-    )
+    with part("pilot"):
+        pilot = await pair.send(
+            pair.baseline, "chat", first, gate=NAME, probe="pilot", deadline_s=deadline_s
+        )
     api: Api = "chat" if pilot.ok and pilot.logprobs else "completions"
     return tuple(ProbeRequest(p, api, probe_request(api, t, opts)) for p, t in opts.prompts)
 
@@ -98,9 +100,11 @@ async def collect(
     checks: dict[str, EchoCheck] = {}
     texts: tuple[TextScore, ...] = ()
     if (opts.perplexity or opts.cross_scoring) and requests:
-        by_side = await pair.sides(
-            lambda: alignment(pair, pair.baseline, dl), lambda: alignment(pair, pair.candidate, dl)
-        )
+        with part("echo alignment"):
+            by_side = await pair.sides(
+                lambda: alignment(pair, pair.baseline, dl),
+                lambda: alignment(pair, pair.candidate, dl),
+            )
         checks = dict(zip(("baseline", "candidate"), by_side, strict=True))
     # Echo is read only through the route `evaluate` chooses from these checks; echoing costs
     # minutes on a slow server, so nothing is sent to a side whose check measured nothing.
@@ -117,16 +121,20 @@ async def collect(
 
     scoring_note = ""
     if opts.perplexity and both:
-        scored_texts = await score_texts(pair, deadline, checks, budget_s=cfg.perplexity_budget_s)
+        with part("prompt scoring (perplexity)"):
+            scored_texts = await score_texts(
+                pair, deadline, checks, budget_s=cfg.perplexity_budget_s
+            )
         texts, scoring_note = scored_texts.texts, scored_texts.note
     # The candidate's divergent text scored by the baseline needs only the baseline's echo: a
     # candidate that returns no logprobs (transformers serve) is still judged on what it said.
     if opts.cross_scoring and scored.get("baseline"):
         candidate_scores = scored.get("candidate", False)
-        observations = [
-            await _cross(pair, o, deadline, checks, candidate_scores=candidate_scores)
-            for o in observations
-        ]
+        with part("cross-scoring"):
+            observations = [
+                await _cross(pair, o, deadline, checks, candidate_scores=candidate_scores)
+                for o in observations
+            ]
     return NumericsEvidence(
         tuple(observations),
         noise,

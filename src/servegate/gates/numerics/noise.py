@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion
 from servegate.gates.pair import Api, EndpointPair
 from servegate.gates.tokens import TokenComparison, compare, token_pair
@@ -30,6 +31,7 @@ from servegate.stats.distribution import DistributionSummary
 
 NAME = "numerics"
 PATHS = ("repeat", "cache-hit", "stream", "alongside")
+NOISE_PART = "noise floor (the baseline's own paths)"
 # What the `alongside` path sends next to the probe: a short, unrelated request.
 FILLER_REQUEST: Mapping[str, Any] = {
     "messages": [{"role": "user", "content": "Name a colour."}],
@@ -166,6 +168,13 @@ async def _alongside(
 
 
 async def _paths(
+    pair: EndpointPair, req: ProbeRequest, paths: Sequence[str], deadline_s: float
+) -> list[tuple[str, Completion]]:
+    with part(NOISE_PART):
+        return await _along(pair, req, paths, deadline_s)
+
+
+async def _along(
     pair: EndpointPair, req: ProbeRequest, paths: Sequence[str], deadline_s: float
 ) -> list[tuple[str, Completion]]:
     out: list[tuple[str, Completion]] = []

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from servegate.config.models import GateConfig, PerformanceConfig
 from servegate.config.slo import SLO
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.recording import part
 from servegate.gates.pair import EndpointPair
 from servegate.gates.performance.judgement import evaluate
 from servegate.gates.performance.plan import (
@@ -52,6 +53,7 @@ from servegate.load.workload import WorkSource, synthetic_source
 __all__ = ["NAME", "PerformanceEvidence", "collect", "evaluate"]
 
 Progress = Callable[[int, int, str], None]
+BLOCKS_PART = "load blocks"
 
 
 async def _sweep(
@@ -117,20 +119,28 @@ async def collect(
     steps = _Steps(progress, len(order) + len(sides) + len(SIDES) * alone_n + sweep_steps)
     pilots: tuple[ServedPilot, ...] = ()
     if "baseline" not in stopped:
-        pilots = await _served(pair, cfg, source, cfg.policy.served_incomplete_share_max)
+        with part("the baseline's pilots"):
+            pilots = await _served(pair, cfg, source, cfg.policy.served_incomplete_share_max)
         settings = settings.model_copy(update={"concurrency": pilots[-1].concurrency})
         steps.total += len(pilots) + (len(SIDES) if _lowered(pilots) else 0)
         steps.done += len(pilots)
     load = _Load(pair, sides, source, settings, cfg.request_deadline_s, stopped, steps)
-    warmup = await load.warm_up()
-    blocks = await load.blocks(order)
-    concurrent = await load.at_asked_concurrency(pilots[0].concurrency) if _lowered(pilots) else {}
+    with part("load warm-up"):
+        warmup = await load.warm_up()
+    with part(BLOCKS_PART):
+        blocks = await load.blocks(order)
+    with part("load at the asked concurrency"):
+        concurrent = (
+            await load.at_asked_concurrency(pilots[0].concurrency) if _lowered(pilots) else {}
+        )
     # The replica's part is the A/A floor of the timings; agreement under load has its own floor
     # (the baseline alone vs under load), so the replica answers nothing alone.
-    alone = await load.alone(_alone_indices(settings, alone_n, concurrent), alone_n)
+    with part("answers alone"):
+        alone = await load.alone(_alone_indices(settings, alone_n, concurrent), alone_n)
     capacity: tuple[CapacityStep, ...] = ()
     if settings.slo is not None:
-        capacity = await _sweep(pair, cfg, settings.slo, source, stopped, steps.step)
+        with part("capacity sweep"):
+            capacity = await _sweep(pair, cfg, settings.slo, source, stopped, steps.step)
     return PerformanceEvidence(
         settings=settings,
         workload=spec,

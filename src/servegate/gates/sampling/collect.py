@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from servegate.config.models import GateConfig
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates.pair import EndpointPair
 from servegate.gates.sampling.bias import candidates
@@ -74,9 +75,11 @@ async def _draws(
     async def one(cell: Cell) -> Completion:
         async with gate:
             body = cell.request(setup.neutral)
-            return await pair.send(
-                ep, "chat", body, gate=NAME, probe=cell.probe, deadline_s=deadline_s, isolate=False
-            )
+            with part(f"first tokens ({cell.kind})"):
+                return await pair.send(
+                    ep, "chat", body, gate=NAME, probe=cell.probe, deadline_s=deadline_s,
+                    isolate=False,
+                )  # fmt: skip
 
     async def all_of(cell: Cell) -> tuple[Completion, ...]:
         answers = tuple(await asyncio.gather(*(one(cell) for _ in range(cell.draws))))
@@ -140,7 +143,11 @@ async def sequences(
 
     async def side(name: str) -> list[tuple[Completion | RawResponse, ...]]:
         ep = pair.baseline if name == "baseline" else pair.candidate
-        return [await _sequence(pair, ep, r, plan, dl) for r in requests(name)]
+        out = []
+        for r in requests(name):
+            with part(f"answers ({r.kind})"):
+                out.append(await _sequence(pair, ep, r, plan, dl))
+        return out
 
     b, c = await pair.sides(lambda: side("baseline"), lambda: side("candidate"))
     return tuple(
@@ -198,9 +205,11 @@ async def collect(
     plan = plan or SamplingPlan()
     started = time.perf_counter()
     dl = cfg.request_deadline_s
-    b_setup, c_setup = await pair.sides(
-        lambda: pilot(pair, pair.baseline, plan, dl), lambda: pilot(pair, pair.candidate, plan, dl)
-    )
+    with part("pilot"):
+        b_setup, c_setup = await pair.sides(
+            lambda: pilot(pair, pair.baseline, plan, dl),
+            lambda: pilot(pair, pair.candidate, plan, dl),
+        )
     setup = {"baseline": b_setup, "candidate": c_setup}
     first = reference_cells(plan)
     total = 2 * (len(first) + len(plan.temperatures) * len(plan.prompts)
@@ -227,7 +236,8 @@ async def collect(
                     "the margins" if baseline else "the baseline gave no temperature-1 report")
         for kind in plan.truncations if str(kind) not in planned
     )  # fmt: skip
-    target, bias_unplanned = await bias_target(pair, plan, baseline, dl)
+    with part("logit_bias tokens"):
+        target, bias_unplanned = await bias_target(pair, plan, baseline, dl)
     biased = target.cells(plan.bias_draws) if target is not None else []
     rest = await _cells(pair, [*tempered_cells(plan), *truncations, *biased], setup, plan, dl, done)
     first_tokens = time.perf_counter() - started  # the pilots and every first-token draw

@@ -12,6 +12,7 @@ import time
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.protocol import Endpoint
+from servegate.endpoints.recording import part
 from servegate.endpoints.types import RawResponse
 from servegate.gates.capabilities import discover
 from servegate.gates.pair import EndpointPair
@@ -121,14 +122,18 @@ async def _recovery_ms(
 
 async def collect(pair: EndpointPair, cfg: GateConfig) -> StartupEvidence:
     """Size the over-long prompt from both sides' contexts, then probe both, baseline first."""
-    sized = await size(pair, cfg, NAME)
-    baseline = await _side(pair, pair.baseline, cfg, sized.words)
-    candidate = await _side(pair, pair.candidate, cfg, sized.words)
-    canaries = await collect_canaries(pair, cfg, NAME)
-    capacity = (
-        await collect_side(pair, pair.baseline, cfg),
-        await collect_side(pair, pair.candidate, cfg),
-    )
+    with part("context sizing"):
+        sized = await size(pair, cfg, NAME)
+    with part("readiness, capabilities, the over-long prompt"):
+        baseline = await _side(pair, pair.baseline, cfg, sized.words)
+        candidate = await _side(pair, pair.candidate, cfg, sized.words)
+    with part("canaries"):
+        canaries = await collect_canaries(pair, cfg, NAME)
+    with part("over-capacity request"):
+        capacity = (
+            await collect_side(pair, pair.baseline, cfg),
+            await collect_side(pair, pair.candidate, cfg),
+        )
     return StartupEvidence(
         baseline,
         candidate,
