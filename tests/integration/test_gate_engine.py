@@ -278,6 +278,9 @@ def test_a_baseline_replica_joins_the_noise_floor(
     assert all(p["seconds"] > 0 for p in parts.values())
     for side, n in numerics["time"]["requests"].items():
         assert sum(p["requests"].get(side, 0) for p in parts.values()) == n
+    # The noise floor is the baseline's own work: it is the busier side.
+    busy = numerics["time"]["busy"]
+    assert busy["baseline"] > busy["candidate"] > 0
 
 
 def test_the_matrix_gives_each_execution_path_its_own_verdict(

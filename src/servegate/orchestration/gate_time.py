@@ -53,6 +53,7 @@ class TimeRecorder:
         self.counts: Counter[tuple[str, str]] = Counter()
         self._parts: Counter[tuple[str, str, str]] = Counter()  # (gate, part, side)
         self._spans: defaultdict[tuple[str, str], list[Interval]] = defaultdict(list)
+        self._sides: defaultdict[tuple[str, str], list[Interval]] = defaultdict(list)
 
     def record(self, **fields: Any) -> None:
         """Count the request, keep its interval, then hand it on unchanged."""
@@ -63,6 +64,7 @@ class TimeRecorder:
         span = _interval(fields["result"].timing, time.perf_counter_ns())
         if span is not None:
             self._spans[gate, name].append(span)
+            self._sides[gate, side].append(span)
         self.inner.record(**fields)
 
     def of(self, gate: str) -> dict[str, int]:
@@ -83,4 +85,9 @@ class TimeRecorder:
 
     def time(self, gate: str, seconds: float) -> GateTime:
         parts = tuple(self.parts(gate))
-        return GateTime(seconds=round(seconds, 3), requests=self.of(gate), parts=parts)
+        busy = {
+            side: round(union_s(spans), 3)
+            for (g, side), spans in sorted(self._sides.items())
+            if g == gate
+        }
+        return GateTime(seconds=round(seconds, 3), requests=self.of(gate), parts=parts, busy=busy)

@@ -18,13 +18,17 @@ def _requests(p: PartTime) -> str:
 
 
 def part_rows(report: Report) -> list[tuple[str, str, str, str]]:
-    """(gate, part, seconds, requests per side) for every part of every gate that ran."""
-    return [
-        (g.name, p.part, f"{p.seconds:.1f} s", _requests(p))
-        for g in report.gates
-        if g.time is not None
-        for p in g.time.parts
-    ]
+    """(gate, part, seconds, requests per side) for every part of every gate that ran, each
+    gate's parts followed by how busy each side was."""
+    rows = []
+    for g in report.gates:
+        if g.time is None or not g.time.parts:
+            continue
+        rows += [(g.name, p.part, f"{p.seconds:.1f} s", _requests(p)) for p in g.time.parts]
+        if g.time.busy:
+            busy = ", ".join(f"{side} {s:.1f} s" for side, s in g.time.busy.items())
+            rows.append((g.name, "(each side busy)", busy, g.time.busy_text()))
+    return rows
 
 
 def largest_parts(gate: GateResult, n: int = 3) -> str:
@@ -33,4 +37,5 @@ def largest_parts(gate: GateResult, n: int = 3) -> str:
         return ""
     shown = ", ".join(p.text() for p in gate.time.parts[:n])
     more = len(gate.time.parts) - n
-    return shown + (f", and {more} more" if more > 0 else "")
+    busy = gate.time.busy_text()
+    return shown + (f", and {more} more" if more > 0 else "") + (f" ({busy})" if busy else "")

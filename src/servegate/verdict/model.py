@@ -136,6 +136,9 @@ class GateTime(_Frozen):
     seconds: float
     requests: dict[str, int] = Field(default_factory=dict)  # "baseline", "candidate", "replica"
     parts: tuple[PartTime, ...] = ()
+    # Per side, the time some request of it was in flight: the busier side bounds the gate's
+    # time from below (its requests wait on each other), the other side idled the rest.
+    busy: dict[str, float] = Field(default_factory=dict)
 
     @property
     def total_requests(self) -> int:
@@ -144,6 +147,14 @@ class GateTime(_Frozen):
     def text(self) -> str:
         """`12.3 s, 48 requests` — what the reports print."""
         return f"{self.seconds:.1f} s, {self.total_requests} requests"
+
+    def busy_text(self) -> str:
+        """`baseline busy 95 %, candidate 41 %` of the gate's seconds."""
+        if not self.busy or self.seconds <= 0:
+            return ""
+        return ", ".join(
+            f"{side} busy {min(1.0, s / self.seconds):.0%}" for side, s in self.busy.items()
+        )
 
 
 class GateResult(_Frozen):

@@ -56,6 +56,9 @@ def test_each_part_has_its_seconds_and_its_requests_per_side_the_longest_first()
     spent = rec.time("g", 10.4)
     assert spent.seconds == 10.4
     assert spent.parts == tuple(parts)
+    # The baseline's requests back to back for 9 s: the candidate's 2 s ran beside them.
+    assert spent.busy == {"baseline": 9.0, "candidate": 2.0}
+    assert spent.busy_text() == "baseline busy 87%, candidate busy 19%"
 
 
 async def test_two_sides_working_at_once_each_keep_their_own_part() -> None:

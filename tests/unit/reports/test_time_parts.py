@@ -20,6 +20,7 @@ def timed(failing_report: Report) -> Report:
     numerics = GateTime(
         seconds=69.3,
         requests={"baseline": 130, "candidate": 32},
+        busy={"baseline": 66.0, "candidate": 24.5},
         parts=(
             PartTime(part="noise floor (the baseline's own paths)", seconds=41.25,
                      requests={"baseline": 98}),
@@ -48,6 +49,10 @@ def test_markdown_and_html_list_every_part_with_its_seconds_and_requests(timed: 
     md = render_markdown(timed)
     assert "| numerics | noise floor (the baseline's own paths) | 41.2 s | baseline 98 |" in md
     assert "| numerics | pilot | 0.4 s | baseline 1 |" in md
+    assert (
+        "| numerics | (each side busy) | baseline 66.0 s, candidate 24.5 s | "
+        "baseline busy 95%, candidate busy 35% |"
+    ) in md
     page = render_html(timed)
     assert "Where the time went" in page
     assert "<td>prompt scoring (perplexity)</td><td>12.0 s</td>" in page
@@ -60,7 +65,8 @@ def test_the_terminal_names_each_gates_longest_parts(timed: Report) -> None:
     text = out.getvalue()
     assert (
         "numerics: noise floor (the baseline's own paths) 41.2 s (98), "
-        "prompt scoring (perplexity) 12.0 s (4), probes 9.5 s (24), and 1 more"
+        "prompt scoring (perplexity) 12.0 s (4), probes 9.5 s (24), and 1 more "
+        "(baseline busy 95%, candidate busy 35%)"
     ) in text
 
 
