@@ -60,6 +60,7 @@ _OPTION_KEYS: dict[str, tuple[str, ...]] = {
     "performance": (
         "perf_concurrency",
         "perf_blocks",
+        "perf_max_blocks",
         "perf_requests",
         "perf_output_tokens",
         "slo_text",
@@ -73,6 +74,7 @@ _OPTION_KEYS: dict[str, tuple[str, ...]] = {
 _PERFORMANCE_KEYS = {
     "concurrency": "perf_concurrency",
     "blocks": "perf_blocks",
+    "max_blocks": "perf_max_blocks",
     "requests_per_block": "perf_requests",
     "output_tokens": "perf_output_tokens",
     "slo": "slo_text",
@@ -162,6 +164,7 @@ def _performance(opts: GateOptions) -> dict[str, Any]:
     out: dict[str, Any] = {
         "concurrency": opts.perf_concurrency,
         "blocks": opts.perf_blocks,
+        "max_blocks": opts.perf_max_blocks,
         "requests_per_block": opts.perf_requests,
         "output_tokens": opts.perf_output_tokens,
     }

@@ -242,6 +242,16 @@ class GateOptions:
             help="Performance gate: load blocks per side, interleaved A B, B A, ...",
         )
     )
+    perf_max_blocks: int = field(
+        metadata=_option(
+            "--perf-max-blocks",
+            default=12,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="Performance gate: the most blocks per side; 2 more a side per look while "
+            "TTFT, E2EL or throughput is undecided.",
+        )
+    )
     perf_requests: int = field(
         metadata=_option(
             "--perf-requests",

@@ -138,6 +138,16 @@ class PerformanceConfig(_Frozen):
         description="Load blocks per side, interleaved A B, B A, …; latencies are judged per "
         "block.",
     )
+    # Sequential looks (docs/gates.md): after `blocks` a side the latency and throughput checks
+    # look at their intervals; while TTFT, E2EL or throughput is undecided, 2 more blocks a side
+    # run and they look again, up to this many a side. Undecided then: not measured.
+    max_blocks: int = Field(
+        default=12,
+        ge=1,
+        description="The most load blocks per side: while TTFT, E2EL or throughput is "
+        "undecided after `blocks`, 2 more a side and another look, up to this many (the larger "
+        "of this and `blocks`).",
+    )
     requests_per_block: int = Field(default=8, ge=1, description="Measured requests per block.")
     warmup: int | None = Field(
         default=None,

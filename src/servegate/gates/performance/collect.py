@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from servegate.config.models import GateConfig, PerformanceConfig
 from servegate.config.slo import SLO
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.recording import part
 from servegate.gates.pair import EndpointPair
-from servegate.gates.performance.judgement import evaluate
+from servegate.gates.performance.judgement import evaluate, undecided
 from servegate.gates.performance.plan import (
     NAME,
     REPLICA,
@@ -38,6 +39,7 @@ from servegate.gates.performance.plan import (
     capacity_bounds,
     capacity_first_index,
     first_index,
+    look_blocks,
     pilot_of,
     warmup_count,
     whole_answers,
@@ -129,6 +131,7 @@ async def collect(
         warmup = await load.warm_up()
     with part(BLOCKS_PART):
         blocks = await load.blocks(order)
+        blocks += await _more_looks(load, blocks, cfg, replica=pair.replica is not None)
     with part("load at the asked concurrency"):
         concurrent = (
             await load.at_asked_concurrency(pilots[0].concurrency) if _lowered(pilots) else {}
@@ -155,6 +158,28 @@ async def collect(
         pilots=pilots,
         concurrent=concurrent,
     )
+
+
+async def _more_looks(
+    load: _Load, blocks: list[Block], cfg: GateConfig, *, replica: bool
+) -> list[Block]:
+    """The looks after the first: while TTFT, E2EL or throughput is undecided on the blocks so
+    far (judgement.undecided, the rule `evaluate` reports), the next planned look's blocks a
+    side, continuing the interleaved order, up to `max_blocks`."""
+    done = list(blocks)
+    added: list[Block] = []
+    planned = look_blocks(cfg.performance)
+    for before, after in pairwise(planned):
+        if not undecided(done, cfg.performance, cfg.policy, replica=replica):
+            break
+        if any(name in load.stopped for name in SIDES):
+            break  # a side sent nothing more: more blocks of the other decide nothing
+        order = block_order(after, replica=replica, start=before)
+        load.steps.total += len(order)
+        more = await load.blocks(order)
+        done += more
+        added += more
+    return added
 
 
 def _load_sides(pair: EndpointPair) -> dict[str, Endpoint]:

@@ -1,21 +1,28 @@
 """How the performance gate judges: latency P95s, throughput, errors, and correctness under load.
 
-Every metric is one `Check` (verdict/judgement.py). A latency or throughput shift fails only when it
-is both significant (one-sided Mann-Whitney U below `significance_alpha`) and beyond its policy band
-(stats.classification); the ratio's seeded bootstrap interval is shown beside it. The unit of every
-comparison is the load block, not the request: requests of one block share the machine's state, so
-one block disturbed by another process moves a block statistic once instead of making ten
-"independent" slow requests (measured: clean vs clean on the reference engine failed 2 runs of 3
-when latencies were tested per request, RESULTS.md). Too few samples is *not measured*, never a
-pass: TTFT, E2EL and the error rate are core, so the gate is then inconclusive. With a baseline
-replica measured in the same blocks, each limit widens by the baseline's own deviation from its
-replica (the A/A floor, `performance_aa_k`): two identical processes on a shared machine can differ
-for a whole run, and the candidate's ratio carries that difference too; beyond
-`performance_aa_max` the widened limit has no teeth and the metric is not measured. Without one
-the report says the floor is not measured. Answers under load
-are checked twice: by the load checks (paired with the baseline's answer to the same request), and
-against the same prompt answered alone, judged against the baseline's own disagreement (the noise
-floor).
+Every metric is one `Check` (verdict/judgement.py). A latency or throughput ratio is judged by its
+interval (stats.shift_interval): the Hodges-Lehmann ratio of block values candidate / baseline and
+its exact bounds, which invert the one-sided Mann-Whitney U over blocks, so the interval shown and
+the test that decides cannot disagree. A latency **fails** when the interval's lower bound is
+beyond its band (every ratio the data leave possible is a slowdown beyond it), **passes** when its
+upper bound is within it, and is otherwise **undecided**; throughput is the mirror image. The
+blocks run in planned looks (plan.look_blocks: 6, 8, 10, 12 a side by default); each look tests
+at the level an alpha-spending rule gives it (stats.sequential), so looking early does not raise
+the false-alarm rate, and while TTFT, E2EL or throughput is undecided another look runs
+(collect.py). Undecided at the last look is *not measured*, with the interval, band, blocks and
+look in the reason: TTFT and E2EL are core, so the gate is then inconclusive. Every look is in the
+details (`sequential`). The unit of every comparison is the load block, not the request: requests
+of one block share the machine's state, so one block disturbed by another process moves a block
+statistic once instead of making ten "independent" slow requests (measured: clean vs clean on the
+reference engine failed 2 runs of 3 when latencies were tested per request, RESULTS.md). Too few
+samples is *not measured*, never a pass. With a baseline replica measured in the same blocks,
+each band widens by the baseline's own deviation from its replica (the A/A floor,
+`performance_aa_k`): two identical processes on a shared machine can differ for a whole run, and
+the candidate's ratio carries that difference too; beyond `performance_aa_max` the widened band
+has no teeth and the metric is not measured. Without one the report says the floor is not
+measured. Answers under load are checked twice: by the load checks (paired with the baseline's
+answer to the same request), and against the same prompt answered alone, judged against the
+baseline's own disagreement (the noise floor).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
-from servegate.config.models import Policy
+from servegate.config.models import PerformanceConfig, Policy
 from servegate.gates.performance.capacity import capacity_check, capacity_details
 from servegate.gates.performance.plan import (
     NAME,
@@ -35,7 +42,10 @@ from servegate.gates.performance.plan import (
     PerformanceEvidence,
     SideLoad,
     all_timed_out,
+    blocks_planned,
+    look_blocks,
     side_load,
+    side_load_of,
 )
 from servegate.gates.performance.under_load import (
     agreement_under_load,
@@ -46,18 +56,23 @@ from servegate.load.metrics import measure
 from servegate.load.server_metrics import ServerEvidence, ServerMetrics, summarise_server
 from servegate.stats.aa import deviation, widen_factor
 from servegate.stats.bootstrap import RatioInterval, quantile_ratio_interval
-from servegate.stats.classification import Classification, MetricClassification, classify
 from servegate.stats.distribution import DistributionSummary
-from servegate.stats.mann_whitney import can_be_significant, smallest_p
+from servegate.stats.mann_whitney import smallest_p
 from servegate.stats.proportions import rate_increase
+from servegate.stats.sequential import Look, Spending, look_levels
+from servegate.stats.shift_interval import ShiftInterval, ratio_interval
 from servegate.verdict.judgement import check, gate_result, not_measured
 from servegate.verdict.model import Check, Finding, GateResult, MetricValue, Outcome, Severity
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "look_judgements", "undecided"]
 
 # Fixed seeds: the same samples give the same interval on any machine.
 SEEDS = {"ttft_ms": 1, "tpot_ms": 2, "e2el_ms": 3, "output_tokens_per_s": 4}
 AA_SEED_OFFSET = 10  # the A/A interval's seed: the metric's own + this
+THROUGHPUT = "output_tokens_per_s"
+# How the one-sided significance_alpha is spent over the planned looks (stats.sequential):
+# Pocock-type spends most at the first look, where the gate is meant to stop when it can.
+SPENDING: Spending = "pocock"
 LATENCIES = (  # (metric, title, Performance Report row, core)
     ("ttft_ms", "TTFT P95, candidate / baseline", "TTFT P95", True),
     ("tpot_ms", "TPOT P95, candidate / baseline", "TPOT P95", False),
@@ -69,7 +84,7 @@ def _x(value: float | None) -> str:
     return "-" if value is None or not isfinite(value) else f"{value:.2f}×"
 
 
-def _interval(ci: RatioInterval) -> str:
+def _bootstrap(ci: RatioInterval) -> str:
     if ci.low is None or ci.high is None:
         return "-"
     high = "∞" if not isfinite(ci.high) else f"{ci.high:.2f}"
@@ -78,27 +93,6 @@ def _interval(ci: RatioInterval) -> str:
 
 def _num(value: float | None, unit: str) -> str:
     return "-" if value is None else f"{value:.4g} {unit}"
-
-
-def _reason(cls: MetricClassification, ci: RatioInterval, allowed: str) -> str:
-    """What a reader needs of a failed ratio: the ratio, its interval, the band and the test."""
-    if cls.classification is Classification.PASS:
-        return cls.reason
-    return (
-        f"{_x(cls.ratio)} the baseline's (bootstrap CI {_interval(ci)}; {allowed}), "
-        f"Mann-Whitney p = {cls.p_value:.2g}"
-    )
-
-
-def _too_few_blocks(nb: int, nc: int, alpha: float, change: str) -> str | None:
-    """Why `nb` and `nc` blocks cannot show a significant change, or None when they can."""
-    if can_be_significant(nb, nc, alpha):
-        return None
-    floor_p = smallest_p(nb, nc)
-    return (
-        f"{nb} baseline and {nc} candidate blocks cannot show a significant {change} "
-        f"(smallest possible p {floor_p:.2g} ≥ {alpha:g}); run more blocks"
-    )
 
 
 @dataclass(frozen=True)
@@ -119,7 +113,7 @@ class AAFloor:
         """What the report prints beside the limit."""
         if self.ratio is None:
             return f"A/A floor not measured ({self.why_not})"
-        ci = "-" if self.interval is None else _interval(self.interval)
+        ci = "-" if self.interval is None else _bootstrap(self.interval)
         return (
             f"A/A floor: replica / baseline {_x(self.ratio)} (CI {ci}) in the same blocks, "
             f"limit widened {self.widen:.2f}× (performance_aa_k)"
@@ -172,6 +166,153 @@ def aa_floor(metric: str, b: Sequence[float], r: Sequence[float] | None, policy:
     return AAFloor(ratio, ci, widen_factor(deviation(ratio), policy.performance_aa_k))
 
 
+def _too_few_blocks(nb: int, nc: int, level: float, change: str) -> str:
+    """Why `nb` and `nc` blocks cannot bound a ratio at `level`."""
+    return (
+        f"{nb} baseline and {nc} candidate blocks cannot show a significant {change} "
+        f"(smallest possible p {smallest_p(nb, nc):.2g} ≥ {level:.2g}); run more blocks"
+    )
+
+
+def look_schedule(settings: PerformanceConfig, policy: Policy) -> tuple[Look, ...]:
+    """The planned looks (blocks a side each) and the one-sided level of each: the sequential
+    design the latency and throughput checks are judged by."""
+    return look_levels(policy.significance_alpha, look_blocks(settings), SPENDING)
+
+
+def look_at(looks: Sequence[Look], planned: int) -> Look:
+    """The look that `planned` blocks a side complete: the last one with at most that many (the
+    first one when there are fewer)."""
+    done = [x for x in looks if x.blocks <= planned]
+    return done[-1] if done else looks[0]
+
+
+@dataclass(frozen=True)
+class RatioJudgement:
+    """One latency or throughput check at one look: the band, the exact interval of the ratio at
+    the look's level and what it decides ("fail", "pass", "undecided" or "not measured")."""
+
+    metric: str
+    look: Look
+    decision: str
+    why: str = ""  # why not measured (before any interval)
+    floor: AAFloor | None = None
+    band: float | None = None
+    interval: ShiftInterval | None = None
+    increase: bool = True  # the bad direction: up (latency) or down (throughput)
+
+    def details(self) -> dict[str, object]:
+        ci = self.interval
+        return {
+            "decision": self.decision,
+            "ratio": None if ci is None else ci.estimate,
+            "low": None if ci is None or not ci.bounded else ci.low,
+            "high": None if ci is None or not ci.bounded else ci.high,
+            "band": self.band,
+            "not_measured": self.why or None,
+        }
+
+
+def _beyond(value: float, band: float, *, increase: bool) -> bool:
+    """A ratio on the bad side of the band: above it for a latency, below it for throughput."""
+    return value > band if increase else value < band
+
+
+def judge_ratio(
+    metric: str,
+    b: Sequence[float],
+    c: Sequence[float],
+    r: Sequence[float] | None,
+    policy: Policy,
+    look: Look,
+    *,
+    increase: bool,
+) -> RatioJudgement:
+    """Decide one ratio of block values (P95s or throughputs) at `look`: fail when the bound on
+    the bad side is beyond the band, pass when the other bound is within it, else undecided."""
+    floor = aa_floor(metric, b, r, policy)
+    noisy = floor.too_noisy(policy)
+    if noisy is not None:
+        return RatioJudgement(metric, look, "not measured", noisy, floor)
+    if len(b) < 1 or len(c) < 1:
+        why = f"blocks measured: baseline {len(b)}, candidate {len(c)}"
+        return RatioJudgement(metric, look, "not measured", why, floor)
+    if min(b) <= 0 or min(c) <= 0:
+        return RatioJudgement(metric, look, "not measured", "a block of 0 has no ratio", floor)
+    if increase:
+        band = (1 + policy.p95_latency_regression_max) * floor.widen
+    else:
+        band = (1 - policy.throughput_drop_max) / floor.widen
+    ci = ratio_interval(b, c, look.level)
+    bad, good = (ci.low, ci.high) if increase else (ci.high, ci.low)
+    if ci.bounded and _beyond(bad, band, increase=increase):
+        decision = "fail"
+    elif ci.bounded and not _beyond(good, band, increase=increase):
+        decision = "pass"
+    else:
+        decision = "undecided"
+    return RatioJudgement(metric, look, decision, "", floor, band, ci, increase)
+
+
+def _interval(ci: ShiftInterval | None) -> str:
+    if ci is None:
+        return "-"
+    high = "∞" if not isfinite(ci.high) else f"{ci.high:.2f}"
+    return f"{ci.low:.2f}–{high}× ({ci.confidence:.1%})"
+
+
+def _decided_by(j: RatioJudgement, looks: int, limit: float) -> str:
+    """The reason of a decided or undecided ratio: which bound decided and why, the test it
+    is equivalent to and the look."""
+    ci, band = j.interval, j.band
+    assert ci is not None
+    assert band is not None
+    look = j.look
+    at = (
+        f"look {look.number} of {looks}, {look.blocks} blocks a side, "
+        f"one-sided level {look.level:.2g}"
+    )
+    side, word = ("greater", "slowdown") if j.increase else ("less", "drop")
+    beyond, within = (">", "≤") if j.increase else ("<", "≥")
+    p = ci.p_value(side)
+    test = f"Mann-Whitney one-sided p = {p:.2g}"
+    shown = f"ratio {_x(ci.estimate)}, interval {_interval(ci)}"
+    if j.decision == "fail":
+        bound = "lower" if j.increase else "upper"
+        value = ci.low if j.increase else ci.high
+        return (
+            f"{bound} bound {_x(value)} {beyond} band {band:.2f}×: the {word} is beyond the band "
+            f"({shown}; {test} ≤ {look.level:.2g}; {at})"
+        )
+    if j.decision == "pass":
+        bound = "upper" if j.increase else "lower"
+        value = ci.high if j.increase else ci.low
+        text = (
+            f"{bound} bound {_x(value)} {within} band {band:.2f}×: any {word} is within the band "
+            f"({shown}; {at})"
+        )
+        floor = j.floor
+        own = value > limit if j.increase else value < limit
+        if floor is not None and floor.ratio is not None and own:
+            text += (
+                f"; beyond {limit:.2f}× but inside the A/A floor (the replica is "
+                f"{_x(floor.ratio)} the baseline in the same blocks)"
+            )
+        return text
+    if not ci.bounded:
+        change = "rise" if j.increase else "drop"
+        return _too_few_blocks(ci.n_baseline, ci.n_candidate, look.level, change)
+    return (
+        f"undecided at the most blocks: interval {_interval(ci)} holds the band {band:.2f}×, "
+        f"so neither a {word} beyond it nor one within it is shown (ratio {_x(ci.estimate)}; "
+        f"{test}; {at}); run more blocks (performance.max_blocks) on a quieter machine"
+    )
+
+
+def _outcome(j: RatioJudgement) -> bool | None:
+    return {"fail": True, "pass": False}.get(j.decision)
+
+
 def _latency(
     metric: str,
     title: str,
@@ -181,57 +322,62 @@ def _latency(
     c: SideLoad,
     r: SideLoad | None,
     policy: Policy,
+    look: Look,
+    looks: int,
 ) -> Check:
     """Judged per block, the unit that is independent: requests of one block share the
     machine's state (another process on a shared core slows all of them), so a test over
-    requests would call one disturbed block significant. The ratio is of the median block P95,
-    the test a Mann-Whitney U over block P95s, the interval a bootstrap over blocks."""
+    requests would call one disturbed block significant. The ratio is the Hodges-Lehmann
+    shift of log block P95s, its interval the exact one that inverts the Mann-Whitney U over
+    block P95s at the look's level."""
     bv, cv = b.values(metric), c.values(metric)
-    allowed, alpha = policy.p95_latency_regression_max, policy.significance_alpha
+    allowed = policy.p95_latency_regression_max
     n = policy.performance_min_samples
     if len(bv) < n or len(cv) < n:
         why = f"too few samples: baseline {len(bv)}, candidate {len(cv)} (need {n} each)"
         return not_measured(metric, title, why, core=core, row=row)
-    bb, cb = b.block_p95s(metric), c.block_p95s(metric)
-    few = _too_few_blocks(len(bb), len(cb), alpha, "rise")
-    if few is not None:
-        return not_measured(metric, title, few, core=core, row=row)
-    floor = aa_floor(metric, bb, None if r is None else r.block_p95s(metric), policy)
-    noisy = floor.too_noisy(policy)
-    if noisy is not None:
-        return not_measured(metric, title, noisy, core=core, row=row)
-    widened = (1 + allowed) * floor.widen - 1
-    cls = classify(
-        metric,
-        bb,
-        cb,
-        direction="increase",
-        allowed_increase=widened,
-        statistic="p50",
-        alpha=alpha,
-        min_samples=2,
-    )
-    ci = quantile_ratio_interval(bb, cb, quantile=0.5, seed=SEEDS[metric], min_samples=2)
-    failed = cls.classification is Classification.HIGH
+    j = judge_latency(metric, b, c, r, policy, look)
+    if j.decision == "not measured":
+        return not_measured(metric, title, j.why, core=core, row=row)
+    assert j.floor is not None
     pooled = (DistributionSummary.from_values(v).p95 for v in (bv, cv))
-    block = (DistributionSummary.from_values(v).p50 for v in (bb, cb))
+    block = (
+        DistributionSummary.from_values(v).p50 for v in (b.block_p95s(metric), c.block_p95s(metric))
+    )
+    ci = j.interval
     return check(
         metric,
         title,
-        failed=failed,
+        failed=_outcome(j),
         baseline=f"{_num(next(pooled), 'ms')} (median block {_num(next(block), 'ms')})",
         candidate=f"{_num(next(pooled), 'ms')} (median block {_num(next(block), 'ms')})",
-        ratio=_x(cls.ratio),
+        ratio="-" if ci is None else _x(ci.estimate),
         interval=_interval(ci),
-        limit=f"median block P95 ≤ {_band(1 + allowed, floor)} unless not significant "
-        f"(p < {alpha:g}); {floor.text()}",
+        limit=f"block P95 ratio ≤ {_band(1 + allowed, j.floor)}: fails when the interval's "
+        f"lower bound is beyond, passes when its upper bound is within; {j.floor.text()}",
         policy_key="p95_latency_regression_max",
         core=core,
         row=row,
-        reason="median block P95: "
-        + _reason(cls, ci, f"allowed {_band(1 + allowed, floor)}")
-        + _inside_floor(cls, 1 + allowed, floor, alpha),
+        reason="block P95s: " + _decided_by(j, looks, 1 + allowed),
     )
+
+
+def judge_latency(
+    metric: str, b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy, look: Look
+) -> RatioJudgement:
+    """One latency's block P95s at `look` (the request count is checked by the caller)."""
+    rv = None if r is None else r.block_p95s(metric)
+    return judge_ratio(
+        metric, b.block_p95s(metric), c.block_p95s(metric), rv, policy, look, increase=True
+    )
+
+
+def judge_throughput(
+    b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy, look: Look
+) -> RatioJudgement:
+    """Output throughput's block rates at `look`."""
+    rv = None if r is None else r.block_rates
+    return judge_ratio(THROUGHPUT, b.block_rates, c.block_rates, rv, policy, look, increase=False)
 
 
 def _band(limit: float, floor: AAFloor) -> str:
@@ -243,67 +389,87 @@ def _band(limit: float, floor: AAFloor) -> str:
     return f"{limit:.2f}× ÷ A/A {floor.widen:.2f} = {limit / floor.widen:.2f}×"
 
 
-def _inside_floor(cls: MetricClassification, limit: float, floor: AAFloor, alpha: float) -> str:
-    """Said when a ratio beyond the policy's own limit passed only because of the A/A floor
-    (significant, so the test alone would not have passed it)."""
-    ratio, p = cls.ratio, cls.p_value
-    if cls.classification is not Classification.PASS or ratio is None or floor.ratio is None:
-        return ""
-    if p is None or p >= alpha:
-        return ""
-    beyond = ratio > limit if limit >= 1 else ratio < limit
-    if not beyond:
-        return ""
-    return (
-        f"; beyond {limit:.2f}× but inside the A/A floor (the replica is "
-        f"{_x(floor.ratio)} the baseline in the same blocks)"
-    )
-
-
-def _throughput(b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy) -> Check:
-    metric, title, row = (
-        "output_tokens_per_s",
-        "output tokens/s, candidate / baseline",
-        "throughput",
-    )
-    bv, cv = b.block_rates, c.block_rates
-    alpha, allowed = policy.significance_alpha, policy.throughput_drop_max
-    few = _too_few_blocks(len(bv), len(cv), alpha, "drop")
-    if few is not None:
-        return not_measured(metric, title, few, row=row)
-    floor = aa_floor(metric, bv, None if r is None else r.block_rates, policy)
-    noisy = floor.too_noisy(policy)
-    if noisy is not None:
-        return not_measured(metric, title, noisy, row=row)
-    widened = 1 - (1 - allowed) / floor.widen
-    cls = classify(
-        metric,
-        bv,
-        cv,
-        direction="decrease",
-        allowed_decrease=widened,
-        statistic="p50",
-        alpha=alpha,
-        min_samples=2,
-    )
-    ci = quantile_ratio_interval(bv, cv, quantile=0.5, seed=SEEDS[metric], min_samples=2)
-    med = (DistributionSummary.from_values(v).p50 for v in (bv, cv))
+def _throughput(
+    b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy, look: Look, looks: int
+) -> Check:
+    title, row = "output tokens/s, candidate / baseline", "throughput"
+    allowed = policy.throughput_drop_max
+    j = judge_throughput(b, c, r, policy, look)
+    if j.decision == "not measured":
+        return not_measured(THROUGHPUT, title, j.why, row=row)
+    assert j.floor is not None
+    med = (DistributionSummary.from_values(v).p50 for v in (b.block_rates, c.block_rates))
+    ci = j.interval
     return check(
-        metric,
+        THROUGHPUT,
         title,
-        failed=cls.classification is Classification.LOW,
+        failed=_outcome(j),
         baseline=_num(next(med), "tok/s"),
         candidate=_num(next(med), "tok/s"),
-        ratio=_x(cls.ratio),
+        ratio="-" if ci is None else _x(ci.estimate),
         interval=_interval(ci),
-        limit=f"≥ {_band(1 - allowed, floor)} unless not significant (p < {alpha:g}); "
-        + floor.text(),
+        limit=f"block throughput ratio ≥ {_band(1 - allowed, j.floor)}: fails when the "
+        f"interval's upper bound is beyond, passes when its lower bound is within; "
+        + j.floor.text(),
         policy_key="throughput_drop_max",
         row=row,
-        reason="median block: "
-        + _reason(cls, ci, f"allowed {_band(1 - allowed, floor)}")
-        + _inside_floor(cls, 1 - allowed, floor, alpha),
+        reason="block throughputs: " + _decided_by(j, looks, 1 - allowed),
     )
+
+
+# The checks whose undecided interval runs another look: the core latencies and throughput.
+SEQUENTIAL = ("ttft_ms", "e2el_ms", "output_tokens_per_s")
+
+
+def look_judgements(
+    blocks: Sequence[Block], settings: PerformanceConfig, policy: Policy, *, replica: bool
+) -> tuple[Look, dict[str, RatioJudgement]]:
+    """The look `blocks` complete and each latency's and throughput's judgement at it: what
+    decides whether the gate runs another look (the same function `evaluate` reports)."""
+    looks = look_schedule(settings, policy)
+    look = look_at(looks, blocks_planned(blocks))
+    b, c = (side_load_of(blocks, name) for name in SIDES)
+    r = side_load_of(blocks, REPLICA) if replica else None
+    out = {metric: judge_latency(metric, b, c, r, policy, look) for metric, *_ in LATENCIES}
+    out[THROUGHPUT] = judge_throughput(b, c, r, policy, look)
+    return look, out
+
+
+def undecided(
+    blocks: Sequence[Block], settings: PerformanceConfig, policy: Policy, *, replica: bool
+) -> list[str]:
+    """The core latencies and throughput still undecided after `blocks` (then another look
+    runs, unless this was the last)."""
+    _, judged = look_judgements(blocks, settings, policy, replica=replica)
+    return [m for m in SEQUENTIAL if judged[m].decision == "undecided"]
+
+
+def _looks_details(ev: PerformanceEvidence, policy: Policy) -> dict[str, object]:
+    """Every look the run made: its blocks, level and each ratio's interval and decision, so a
+    reader can check why the blocks stopped where they did."""
+    looks = look_schedule(ev.settings, policy)
+    planned = blocks_planned(ev.blocks)
+    out = []
+    for look in looks:
+        if look.blocks > planned and look is not looks[0]:
+            break
+        prefix = [blk for blk in ev.blocks if blk.number < look.blocks]
+        _, judged = look_judgements(prefix, ev.settings, policy, replica=ev.replica_url is not None)
+        out.append(
+            {
+                "look": look.number,
+                "blocks": look.blocks,
+                "level": look.level,
+                "attained": look.attained,
+                "checks": {m: j.details() for m, j in judged.items()},
+            }
+        )
+    return {
+        "spending": SPENDING,
+        "alpha": policy.significance_alpha,
+        "planned_blocks": [x.blocks for x in looks],
+        "looks": out,
+    }
 
 
 def _errors(b: SideLoad, c: SideLoad, policy: Policy) -> Check:
@@ -424,8 +590,10 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     """Judge the load run: latencies, throughput, errors, load checks, agreement under load."""
     b, c = (side_load(ev, name) for name in SIDES)
     r = side_load(ev, REPLICA) if ev.replica_url is not None else None
-    checks = [_latency(*spec, b, c, r, policy) for spec in LATENCIES]
-    checks.append(_throughput(b, c, r, policy))
+    looks = look_schedule(ev.settings, policy)
+    look = look_at(looks, blocks_planned(ev.blocks))
+    checks = [_latency(*spec, b, c, r, policy, look, len(looks)) for spec in LATENCIES]
+    checks.append(_throughput(b, c, r, policy, look, len(looks)))
     capacity = capacity_check(ev, policy)
     if capacity is not None:  # without an SLO the report shows why as evidence, not a check
         checks.append(capacity)
@@ -517,6 +685,7 @@ def _details(
         "workload": ev.workload.model_dump(mode="json"),
         "blocks": [_block_detail(blk) for blk in ev.blocks],
         "aa_floor": _floor_details(b, r, policy),
+        "sequential": _looks_details(ev, policy),
         "capacity": capacity_details(ev),
         "served_pilots": [
             {"concurrency": p.concurrency, "answers": p.answers, "incomplete": p.incomplete}

@@ -10,8 +10,12 @@ its replica is the A/A floor of each metric, measured on the same machine at the
 first block's prompts are then answered alone, one at a time, by baseline and candidate: the
 reference for correctness under load. With an SLO, a capacity sweep follows: one closed-loop step
 per concurrency of `capacity_concurrency` on each side (step j sends indices C + j·Q … C + (j+1)·Q
-− 1 on either side, C the first index after the blocks, Q `capacity_requests`), the side that goes
-first alternating from step to step.
+− 1 on either side, C the first index after the most blocks the run may send, Q
+`capacity_requests`), the side that goes first alternating from step to step.
+
+The blocks run in looks (`look_blocks`): `blocks` a side first, then, while the judgement leaves
+TTFT, E2EL or throughput undecided, `LOOK_BLOCKS` more a side, continuing the same A B, B A order,
+up to `max_blocks` a side.
 """
 
 from __future__ import annotations
@@ -41,11 +45,15 @@ __all__ = [
     "all_timed_out",
     "block_bounds",
     "block_order",
+    "blocks_planned",
     "capacity_bounds",
     "capacity_first_index",
     "first_index",
     "in_flight_counts",
+    "look_blocks",
+    "max_blocks",
     "side_load",
+    "side_load_of",
     "warmup_count",
     "workload",
 ]
@@ -77,11 +85,38 @@ def first_index(settings: PerformanceConfig, block: int) -> int:
     return warmup_count(settings) + block * settings.requests_per_block
 
 
-def block_order(blocks: int, *, replica: bool = False) -> tuple[tuple[str, int], ...]:
-    """(side, block) in the order they run: A B, B A, A B, … (each pair counterbalanced); with
-    a replica, the six orders of baseline, candidate and replica in turn."""
+# Blocks a side added by each look after the first: a pair keeps A B, B A balanced.
+LOOK_BLOCKS = 2
+
+
+def max_blocks(settings: PerformanceConfig) -> int:
+    """The most blocks a side the run may send: `max_blocks`, never fewer than `blocks`."""
+    return max(settings.blocks, settings.max_blocks)
+
+
+def look_blocks(settings: PerformanceConfig) -> tuple[int, ...]:
+    """Blocks a side at each planned look: `blocks`, then `LOOK_BLOCKS` more each look, the
+    last one `max_blocks` (6, 8, 10, 12 by default)."""
+    most = max_blocks(settings)
+    out = [settings.blocks]
+    while out[-1] < most:
+        out.append(min(out[-1] + LOOK_BLOCKS, most))
+    return tuple(out)
+
+
+def blocks_planned(blocks: Sequence[Block]) -> int:
+    """Blocks a side the run planned so far (sent or not): the highest block number + 1."""
+    return max((b.number for b in blocks), default=-1) + 1
+
+
+def block_order(
+    blocks: int, *, replica: bool = False, start: int = 0
+) -> tuple[tuple[str, int], ...]:
+    """(side, block) of blocks `start` … `blocks` − 1 in the order they run: A B, B A, A B, …
+    (each pair counterbalanced); with a replica, the six orders of baseline, candidate and
+    replica in turn. A later look continues the order where the earlier one stopped."""
     order: list[tuple[str, int]] = []
-    for k in range(blocks):
+    for k in range(start, blocks):
         if replica:
             sides = (*SIDES, REPLICA)
             order += [(sides[i], k) for i in _ORDERS3[k % len(_ORDERS3)]]
@@ -108,7 +143,7 @@ def all_timed_out(step: StepEvidence) -> bool:
 
 def capacity_first_index(settings: PerformanceConfig, step: int) -> int:
     """The run-wide index of capacity step `step`'s first request (the same on both sides)."""
-    return first_index(settings, settings.blocks) + step * settings.capacity_requests
+    return first_index(settings, max_blocks(settings)) + step * settings.capacity_requests
 
 
 def capacity_bounds(settings: PerformanceConfig, concurrency: int, deadline_s: float) -> StepBounds:
@@ -211,8 +246,7 @@ class PerformanceEvidence:
 
     def side_blocks(self, side: str) -> list[StepEvidence]:
         """The measured blocks of `side` that were sent, by block number."""
-        sent = [b for b in self.blocks if b.side == side and b.step is not None]
-        return [b.step for b in sorted(sent, key=lambda b: b.number) if b.step is not None]
+        return sent_blocks(self.blocks, side)
 
     def gave_up(self, side: str) -> list[str]:
         return [b.not_sent for b in self.blocks if b.side == side and b.not_sent]
@@ -261,10 +295,21 @@ def in_flight_counts(block: Sequence[Exchange]) -> dict[int, int]:
     return out
 
 
+def sent_blocks(blocks: Sequence[Block], side: str) -> list[StepEvidence]:
+    """The measured blocks of `side` that were sent, by block number."""
+    sent = [b for b in blocks if b.side == side and b.step is not None]
+    return [b.step for b in sorted(sent, key=lambda b: b.number) if b.step is not None]
+
+
 def side_load(ev: PerformanceEvidence, name: str) -> SideLoad:
     """Everything `evaluate` needs of one side's measured blocks."""
+    return side_load_of(ev.blocks, name)
+
+
+def side_load_of(blocks: Sequence[Block], name: str) -> SideLoad:
+    """Everything the judgement needs of one side's measured blocks among `blocks`."""
     side = SideLoad(name)
-    for number, step in enumerate(ev.side_blocks(name)):
+    for number, step in enumerate(sent_blocks(blocks, name)):
         side.exchanges += step.exchanges
         block = [measure(x.completion) for x in step.exchanges]
         side.blocks.append(block)

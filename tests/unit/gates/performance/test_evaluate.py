@@ -221,9 +221,15 @@ def test_blocks_alternate_sides_and_each_pair_swaps_who_goes_first() -> None:
 
 def test_one_block_slowed_by_another_process_does_not_fail_a_clean_candidate() -> None:
     # A quarter of the candidate's requests 2.5x slower, all in one block: request by request
-    # that is a significant P95 rise; block by block it is one block of four.
-    result = evaluate(_evidence(Side(1), Side(2, disturbed=2)), Policy())
+    # that is a significant P95 rise; block by block it is one block of four. The disturbed
+    # block's pairs are the exact interval's upper end at 4 and 6 blocks a side, so those looks
+    # are undecided and the gate runs more blocks (collect); by 8 a side it passes.
+    result = evaluate(_evidence(Side(1), Side(2, disturbed=2), blocks=8), Policy())
     assert result.status is Status.PASS, result.summary
+    looks = result.details["sequential"]["looks"]
+    assert [x["blocks"] for x in looks] == [4, 6, 8]
+    decided = [x["checks"]["ttft_ms"]["decision"] for x in looks]
+    assert decided == ["undecided", "undecided", "pass"]
     ttft = next(c for c in result.checks if c.name == "ttft_ms")
     assert float(ttft.ratio.rstrip("×")) == pytest.approx(1.0, abs=0.1)
     blocks = {(b["side"], b["block"]): b for b in result.details["blocks"]}
@@ -232,10 +238,14 @@ def test_one_block_slowed_by_another_process_does_not_fail_a_clean_candidate() -
 
 
 def test_a_slower_candidate_in_every_block_still_fails_with_a_disturbed_baseline_block() -> None:
-    # The default 6 blocks a side: with 4, the disturbed baseline block hides this (p 0.17).
-    result = evaluate(_evidence(Side(1, disturbed=1), Side(2, scale=1.5), blocks=6), Policy())
+    # With 4 or 6 blocks the disturbed baseline block's pairs are the exact interval's lower
+    # end (undecided); the gate then runs more blocks and by 8 a side the slowdown shows.
+    result = evaluate(_evidence(Side(1, disturbed=1), Side(2, scale=1.5), blocks=8), Policy())
     assert _check(result, "ttft_ms") is Outcome.FAIL
     assert _check(result, "e2el_ms") is Outcome.FAIL
+    looks = result.details["sequential"]["looks"]
+    decided = [x["checks"]["e2el_ms"]["decision"] for x in looks]
+    assert decided == ["undecided", "undecided", "fail"]
 
 
 def test_three_blocks_a_side_cannot_show_a_latency_rise_and_say_so() -> None:
