@@ -1,7 +1,7 @@
 """The performance gate as a user runs it, between two lean SSE servers of benchmarks/ on loopback.
 
 `benchmarks/stream_server.py` has exact timing knobs, so the truth is known: a server whose TTFT
-is 50 % longer must fail on TTFT P95 with its ratio and bootstrap interval, and two servers with
+is 50 % longer must fail on TTFT P95 with its ratio and interval, and two servers with
 the same knobs must pass (no false alarm on a shared 2-core machine: blocks are interleaved).
 """
 
@@ -131,7 +131,10 @@ def test_a_replica_runs_the_same_blocks_and_its_floor_is_shown_beside_each_limit
     floor = gate["details"]["aa_floor"]["ttft_ms"]
     assert 0.7 < floor["ratio"] < 1.3, floor
     replica_blocks = [b for b in gate["details"]["blocks"] if b["side"] == "replica"]
-    assert [b["block"] for b in replica_blocks] == list(range(6))
+    # As many blocks as baseline and candidate: 6, or more when a look was undecided.
+    looked = gate["details"]["sequential"]["looks"][-1]["blocks"]
+    assert looked in (6, 8, 10, 12)
+    assert [b["block"] for b in replica_blocks] == list(range(looked))
     assert all(b["sent"] == 8 for b in replica_blocks)
     row = next(r for r in report["performance"] if r["metric"] == "TTFT P95")
     assert "A/A floor: replica / baseline" in row["threshold"]

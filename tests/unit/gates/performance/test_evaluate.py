@@ -11,6 +11,7 @@ from servegate.config.models import PerformanceConfig, Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Timing, Usage
 from servegate.gates.performance import evaluate
+from servegate.gates.performance.judgement import look_judgements, undecided
 from servegate.gates.performance.plan import (
     AloneAnswer,
     Block,
@@ -371,9 +372,10 @@ def test_a_replica_beyond_performance_aa_max_leaves_the_gate_inconclusive_not_to
     ev = _evidence(Side(1), Side(2, scale=1.6), blocks=6, replica=Side(3, scale=scale))
     assert _check(evaluate(ev, Policy(performance_aa_max=1.0)), "ttft_ms") is Outcome.PASS
     result = evaluate(ev, Policy())
-    assert result.status is Status.INCONCLUSIVE, result.summary
     ttft = next(c for c in result.checks if c.name == "ttft_ms")
-    assert ttft.outcome is Outcome.NOT_MEASURED
+    assert ttft.outcome is Outcome.NOT_MEASURED, ttft.reason
+    assert ttft.core  # TTFT undecided leaves the gate inconclusive at best
+    assert any(gap.startswith("TTFT P95") for gap in result.not_measured)
     assert ttft.reason.startswith("baseline and its replica differ by ")
     assert "(d = 0." in ttft.reason
     assert "the machine is too noisy to judge this metric (performance_aa_max 0.25)" in ttft.reason
@@ -651,3 +653,63 @@ def test_a_kind_the_baseline_never_shows_fails_on_one_answer() -> None:
     assert check_.outcome is Outcome.FAIL
     assert "1 regressed, 1 of a kind the baseline never shows" in check_.reason
     assert "U+FFFD" in check_.reason
+
+
+def test_a_look_with_a_disturbed_block_is_undecided_and_the_next_looks_decide_it() -> None:
+    # What collect asks after each look: which of TTFT, E2EL and throughput are undecided.
+    ev = _evidence(Side(1), Side(2, disturbed=2), blocks=8)
+    first = [b for b in ev.blocks if b.number < 4]
+    # The disturbed block is slow in every sense: its throughput's pairs hold the band too.
+    assert undecided(first, SETTINGS, Policy(), replica=False) == [
+        "ttft_ms", "e2el_ms", "output_tokens_per_s",
+    ]  # fmt: skip
+    look, judged = look_judgements(ev.blocks, SETTINGS, Policy(), replica=False)
+    assert (look.number, look.blocks) == (3, 8)
+    assert undecided(ev.blocks, SETTINGS, Policy(), replica=False) == []
+    assert judged["ttft_ms"].decision == "pass"
+
+
+def test_undecided_at_the_most_blocks_is_not_measured_with_its_interval_band_and_looks() -> None:
+    # A candidate right at the band (1.2x) with 4 blocks a side and no look after the first.
+    settings = SETTINGS.model_copy(update={"max_blocks": 4})
+    ev = replace(_evidence(Side(1), Side(2, scale=1.2)), settings=settings)
+    result = evaluate(ev, Policy())
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert ttft.outcome is Outcome.NOT_MEASURED, ttft.reason
+    assert ttft.core  # TTFT undecided leaves the gate inconclusive at best
+    assert any(gap.startswith("TTFT P95") for gap in result.not_measured)
+    low, high = (float(v) for v in ttft.interval.split("×")[0].split("–"))
+    assert low <= 1.2 < high
+    assert "undecided at the most blocks: interval " in ttft.reason
+    assert "holds the band 1.20×" in ttft.reason
+    assert "look 1 of 1, 4 blocks a side" in ttft.reason
+    assert ttft.ratio != "-"
+    [look] = result.details["sequential"]["looks"]
+    assert look["checks"]["ttft_ms"]["decision"] == "undecided"
+    assert look["checks"]["ttft_ms"]["low"] == pytest.approx(low, abs=0.01)
+
+
+def test_a_failed_latency_says_its_lower_bound_decided_and_its_equivalent_test() -> None:
+    result = evaluate(_evidence(Side(1), Side(2, scale=1.5), blocks=6), Policy())
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert ttft.reason.startswith("block P95s: lower bound 1.")
+    assert "> band 1.20×: the slowdown is beyond the band" in ttft.reason
+    assert "look 2 of 5, 6 blocks a side" in ttft.reason
+    thr = next(c for c in result.checks if c.name == "output_tokens_per_s")
+    assert thr.outcome is Outcome.FAIL
+    assert thr.reason.startswith("block throughputs: upper bound 0.")
+    passed = evaluate(_evidence(Side(1), Side(2)), Policy())
+    ttft = next(c for c in passed.checks if c.name == "ttft_ms")
+    assert ttft.reason.startswith("block P95s: upper bound ")
+    assert "≤ band 1.20×: any slowdown is within the band" in ttft.reason
+
+
+def test_the_interval_shown_is_the_one_that_decides() -> None:
+    # The decision and the column agree: a fail's lower bound is above the band, a pass's upper
+    # bound within it (the bootstrap interval that used to be shown could hold 1x beside a fail).
+    for scale, outcome in ((1.5, Outcome.FAIL), (1.0, Outcome.PASS)):
+        result = evaluate(_evidence(Side(1), Side(2, scale=scale), blocks=6), Policy())
+        ttft = next(c for c in result.checks if c.name == "ttft_ms")
+        low, high = (float(v) for v in ttft.interval.split("×")[0].split("–"))
+        assert ttft.outcome is outcome
+        assert low > 1.2 if outcome is Outcome.FAIL else high <= 1.2
