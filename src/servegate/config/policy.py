@@ -371,17 +371,20 @@ class Policy(_Frozen):
     p95_latency_regression_max: float = _key(
         0.20,
         "fraction of the baseline's P95",
-        "How much higher the candidate's P95 TTFT, TPOT or E2EL may be than the baseline's "
-        "before it can fail, and only when also significant (significance_alpha). Default "
-        "+20 %. The canary applies it to each interval's P95 TTFT and E2EL.",
+        "How much higher the candidate's P95 TTFT, TPOT or E2EL may be than the baseline's. "
+        "Default +20 %. The performance gate fails a latency when the lower bound of its "
+        "exact interval (block P95s, at the look's level of significance_alpha) is above "
+        "1 + this, passes it when the upper bound is within, and otherwise runs more blocks "
+        "(performance.max_blocks). The canary applies it to each interval's P95 TTFT and E2EL, "
+        "when also significant.",
         ge=0.0,
     )
     throughput_drop_max: float = _key(
         0.10,
         "fraction of the baseline's throughput",
-        "How much lower the candidate's output tokens/s (median over its load blocks) may be "
-        "than the baseline's before it can fail, and only when also significant. Default "
-        "−10 %.",
+        "How much lower the candidate's output tokens/s (per load block) may be than the "
+        "baseline's. Default −10 %. Fails when the upper bound of the block ratio's exact "
+        "interval is below 1 − this, passes when the lower bound is within.",
         ge=0.0,
         lt=1.0,
     )
@@ -438,10 +441,13 @@ class Policy(_Frozen):
     significance_alpha: float = _key(
         0.05,
         "p-value",
-        "A performance shift fails only when its one-sided test (Mann-Whitney U for latencies "
-        "and throughput, Fisher exact for error rates) is below this level as well as beyond "
-        "its threshold (Kayenta style): one noisy run cannot roll back a release. The canary "
-        "tests every metric of an interval at this level.",
+        "A performance shift fails only when its one-sided test is below this level as well "
+        "as beyond its threshold (Kayenta style): one noisy run cannot roll back a release. "
+        "Error rates: Fisher exact. Latencies and throughput: the exact interval of the block "
+        "ratio (the inverted Mann-Whitney U), each bound one-sided at a look's share of this "
+        "level; the performance gate's looks spend it by a Pocock-type rule, so looking after "
+        "6, 8, 10 and 12 blocks a side keeps the false-alarm rate at most this level. The "
+        "canary tests every metric of an interval at this level.",
         gt=0.0,
         lt=1.0,
     )
