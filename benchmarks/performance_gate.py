@@ -5,7 +5,7 @@ engine's own disagreement under load (what `tolerance.load_mismatch_rate` sits a
 localhost) and runs the real command line
 `servegate gate --gates performance` against them RUNS times in a row, with the default settings;
 it keeps every JSON report and prints one row per run: exit code, verdict, wall time (process
-start to exit: the time to verdict), each P95 ratio with its bootstrap interval, the throughput
+start to exit: the time to verdict), each P95 ratio with its interval, the throughput
 ratio and both sides' agreement under load.
 
 `--replica` starts a third clean engine and passes it as `--baseline-replica`: it runs the same
