@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
-print("| run | code | exit | verdict | looks | blocks a side | TTFT P95 | E2EL P95 | throughput "
-      "| wall s | load |")
+print(
+    "| run | code | exit | verdict | looks | blocks a side | TTFT P95 | E2EL P95 | throughput "
+    "| wall s | load |"
+)
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for line in (out / "runs.txt").read_text().splitlines():
     name, *fields = line.split()
@@ -22,10 +24,12 @@ for line in (out / "runs.txt").read_text().splitlines():
     looks = len(seq["looks"]) if seq else 1
     blocks = max(b["block"] for b in gate["details"]["blocks"]) + 1
 
-    def cell(name: str) -> str:
+    def cell(name: str, checks: dict[str, dict[str, str]] = checks) -> str:
         c = checks[name]
         return f"{c['outcome']} {c['ratio']} {c['interval']}".replace("|", "/")
 
-    print(f"| {name} | {code} | {kv['rc']} | {report['verdict']} | {looks} | {blocks} "
-          f"| {cell('ttft_ms')} | {cell('e2el_ms')} | {cell('output_tokens_per_s')} "
-          f"| {float(kv['wall']):.0f} | {kv['load']} |")
+    print(
+        f"| {name} | {code} | {kv['rc']} | {report['verdict']} | {looks} | {blocks} "
+        f"| {cell('ttft_ms')} | {cell('e2el_ms')} | {cell('output_tokens_per_s')} "
+        f"| {float(kv['wall']):.0f} | {kv['load']} |"
+    )

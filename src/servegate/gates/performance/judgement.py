@@ -320,9 +320,8 @@ def _latency(
     core: bool,
     b: SideLoad,
     c: SideLoad,
-    r: SideLoad | None,
+    j: RatioJudgement,
     policy: Policy,
-    look: Look,
     looks: int,
 ) -> Check:
     """Judged per block, the unit that is independent: requests of one block share the
@@ -336,7 +335,6 @@ def _latency(
     if len(bv) < n or len(cv) < n:
         why = f"too few samples: baseline {len(bv)}, candidate {len(cv)} (need {n} each)"
         return not_measured(metric, title, why, core=core, row=row)
-    j = judge_latency(metric, b, c, r, policy, look)
     if j.decision == "not measured":
         return not_measured(metric, title, j.why, core=core, row=row)
     assert j.floor is not None
@@ -389,12 +387,9 @@ def _band(limit: float, floor: AAFloor) -> str:
     return f"{limit:.2f}× ÷ A/A {floor.widen:.2f} = {limit / floor.widen:.2f}×"
 
 
-def _throughput(
-    b: SideLoad, c: SideLoad, r: SideLoad | None, policy: Policy, look: Look, looks: int
-) -> Check:
+def _throughput(b: SideLoad, c: SideLoad, j: RatioJudgement, policy: Policy, looks: int) -> Check:
     title, row = "output tokens/s, candidate / baseline", "throughput"
     allowed = policy.throughput_drop_max
-    j = judge_throughput(b, c, r, policy, look)
     if j.decision == "not measured":
         return not_measured(THROUGHPUT, title, j.why, row=row)
     assert j.floor is not None
@@ -421,54 +416,75 @@ def _throughput(
 SEQUENTIAL = ("ttft_ms", "e2el_ms", "output_tokens_per_s")
 
 
+def _each_look(
+    blocks: Sequence[Block], settings: PerformanceConfig, policy: Policy, *, replica: bool
+) -> list[tuple[Look, dict[str, RatioJudgement]]]:
+    """Every look `blocks` reached, each ratio judged on the blocks run by then."""
+    looks = look_schedule(settings, policy)
+    last = look_at(looks, blocks_planned(blocks))
+    out = []
+    for look in looks[: last.number]:
+        prefix = [blk for blk in blocks if blk.number < look.blocks]
+        b, c = (side_load_of(prefix, name) for name in SIDES)
+        r = side_load_of(prefix, REPLICA) if replica else None
+        judged = {m: judge_latency(m, b, c, r, policy, look) for m, *_ in LATENCIES}
+        judged[THROUGHPUT] = judge_throughput(b, c, r, policy, look)
+        out.append((look, judged))
+    return out
+
+
+def _standing(seen: Sequence[tuple[Look, dict[str, RatioJudgement]]]) -> dict[str, RatioJudgement]:
+    """Each ratio's judgement as it stands: the first look that decided it (fail or pass: a
+    check stops at its boundary, and later looks run only for the checks still open), else the
+    last look's."""
+    out: dict[str, RatioJudgement] = {}
+    for _, judged in seen:
+        for metric, j in judged.items():
+            if metric not in out or out[metric].decision not in ("fail", "pass"):
+                out[metric] = j
+    return out
+
+
 def look_judgements(
     blocks: Sequence[Block], settings: PerformanceConfig, policy: Policy, *, replica: bool
 ) -> tuple[Look, dict[str, RatioJudgement]]:
-    """The look `blocks` complete and each latency's and throughput's judgement at it: what
-    decides whether the gate runs another look (the same function `evaluate` reports)."""
-    looks = look_schedule(settings, policy)
-    look = look_at(looks, blocks_planned(blocks))
-    b, c = (side_load_of(blocks, name) for name in SIDES)
-    r = side_load_of(blocks, REPLICA) if replica else None
-    out = {metric: judge_latency(metric, b, c, r, policy, look) for metric, *_ in LATENCIES}
-    out[THROUGHPUT] = judge_throughput(b, c, r, policy, look)
-    return look, out
+    """The look `blocks` complete and each latency's and throughput's judgement as it stands
+    then: what decides whether the gate runs another look, and what `evaluate` reports."""
+    seen = _each_look(blocks, settings, policy, replica=replica)
+    return seen[-1][0], _standing(seen)
 
 
 def undecided(
     blocks: Sequence[Block], settings: PerformanceConfig, policy: Policy, *, replica: bool
 ) -> list[str]:
-    """The core latencies and throughput still undecided after `blocks` (then another look
+    """The core latencies and throughput no look has decided after `blocks` (then another look
     runs, unless this was the last)."""
     _, judged = look_judgements(blocks, settings, policy, replica=replica)
     return [m for m in SEQUENTIAL if judged[m].decision == "undecided"]
 
 
 def _looks_details(ev: PerformanceEvidence, policy: Policy) -> dict[str, object]:
-    """Every look the run made: its blocks, level and each ratio's interval and decision, so a
-    reader can check why the blocks stopped where they did."""
+    """Every look the run made: its blocks, level and each ratio's interval and decision at it,
+    and the look that decided each ratio, so a reader can check why the blocks stopped where
+    they did."""
     looks = look_schedule(ev.settings, policy)
-    planned = blocks_planned(ev.blocks)
-    out = []
-    for look in looks:
-        if look.blocks > planned and look is not looks[0]:
-            break
-        prefix = [blk for blk in ev.blocks if blk.number < look.blocks]
-        _, judged = look_judgements(prefix, ev.settings, policy, replica=ev.replica_url is not None)
-        out.append(
-            {
-                "look": look.number,
-                "blocks": look.blocks,
-                "level": look.level,
-                "attained": look.attained,
-                "checks": {m: j.details() for m, j in judged.items()},
-            }
-        )
+    seen = _each_look(ev.blocks, ev.settings, policy, replica=ev.replica_url is not None)
+    out = [
+        {
+            "look": look.number,
+            "blocks": look.blocks,
+            "level": look.level,
+            "attained": look.attained,
+            "checks": {m: j.details() for m, j in judged.items()},
+        }
+        for look, judged in seen
+    ]
     return {
         "spending": SPENDING,
         "alpha": policy.significance_alpha,
         "planned_blocks": [x.blocks for x in looks],
         "looks": out,
+        "decided_at": {m: j.look.number for m, j in _standing(seen).items()},
     }
 
 
@@ -590,10 +606,10 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     """Judge the load run: latencies, throughput, errors, load checks, agreement under load."""
     b, c = (side_load(ev, name) for name in SIDES)
     r = side_load(ev, REPLICA) if ev.replica_url is not None else None
-    looks = look_schedule(ev.settings, policy)
-    look = look_at(looks, blocks_planned(ev.blocks))
-    checks = [_latency(*spec, b, c, r, policy, look, len(looks)) for spec in LATENCIES]
-    checks.append(_throughput(b, c, r, policy, look, len(looks)))
+    looks = len(look_schedule(ev.settings, policy))
+    _, judged = look_judgements(ev.blocks, ev.settings, policy, replica=r is not None)
+    checks = [_latency(*spec, b, c, judged[spec[0]], policy, looks) for spec in LATENCIES]
+    checks.append(_throughput(b, c, judged[THROUGHPUT], policy, looks))
     capacity = capacity_check(ev, policy)
     if capacity is not None:  # without an SLO the report shows why as evidence, not a check
         checks.append(capacity)

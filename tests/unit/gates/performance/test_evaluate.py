@@ -694,7 +694,7 @@ def test_a_failed_latency_says_its_lower_bound_decided_and_its_equivalent_test()
     ttft = next(c for c in result.checks if c.name == "ttft_ms")
     assert ttft.reason.startswith("block P95s: lower bound 1.")
     assert "> band 1.20×: the slowdown is beyond the band" in ttft.reason
-    assert "look 2 of 5, 6 blocks a side" in ttft.reason
+    assert "look 1 of 5, 4 blocks a side" in ttft.reason  # decided there: later looks keep it
     thr = next(c for c in result.checks if c.name == "output_tokens_per_s")
     assert thr.outcome is Outcome.FAIL
     assert thr.reason.startswith("block throughputs: upper bound 0.")
@@ -713,3 +713,16 @@ def test_the_interval_shown_is_the_one_that_decides() -> None:
         low, high = (float(v) for v in ttft.interval.split("×")[0].split("–"))
         assert ttft.outcome is outcome
         assert low > 1.2 if outcome is Outcome.FAIL else high <= 1.2
+
+
+def test_a_check_decided_at_an_early_look_keeps_it_when_later_blocks_are_disturbed() -> None:
+    # TTFT passes at the first look (4 blocks); a later look, run for another check, catches a
+    # disturbed candidate block. Judged alone that look would be undecided, but a sequential
+    # check stops at its boundary: the pass stands, and the details say where it was decided.
+    result = evaluate(_evidence(Side(1), Side(2, disturbed=4), blocks=6), Policy())
+    assert _check(result, "ttft_ms") is Outcome.PASS
+    seq = result.details["sequential"]
+    assert seq["decided_at"]["ttft_ms"] == 1
+    assert [x["checks"]["ttft_ms"]["decision"] for x in seq["looks"]] == ["pass", "undecided"]
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert "look 1 of 5, 4 blocks a side" in ttft.reason
