@@ -302,6 +302,12 @@ def _decided_by(j: RatioJudgement, looks: int, limit: float) -> str:
     if not ci.bounded:
         change = "rise" if j.increase else "drop"
         return _too_few_blocks(ci.n_baseline, ci.n_candidate, look.level, change)
+    if look.number < looks:
+        return (
+            f"undecided when the blocks stopped: interval {_interval(ci)} holds the band "
+            f"{band:.2f}× (ratio {_x(ci.estimate)}; {test}; {at}); no later look ran (another "
+            "latency or throughput had failed, or a side stopped answering)"
+        )
     return (
         f"undecided at the most blocks: interval {_interval(ci)} holds the band {band:.2f}×, "
         f"so neither a {word} beyond it nor one within it is shown (ratio {_x(ci.estimate)}; "
@@ -457,9 +463,12 @@ def look_judgements(
 def undecided(
     blocks: Sequence[Block], settings: PerformanceConfig, policy: Policy, *, replica: bool
 ) -> list[str]:
-    """The core latencies and throughput no look has decided after `blocks` (then another look
-    runs, unless this was the last)."""
+    """The core latencies and throughput no look has decided after `blocks`, for which another
+    look runs (unless this was the last); none once a latency or throughput has failed: the
+    gate fails whatever the open ones would show, so more blocks cannot change the verdict."""
     _, judged = look_judgements(blocks, settings, policy, replica=replica)
+    if any(j.decision == "fail" for j in judged.values()):
+        return []
     return [m for m in SEQUENTIAL if judged[m].decision == "undecided"]
 
 

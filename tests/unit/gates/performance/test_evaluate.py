@@ -47,6 +47,8 @@ class Side:
     loaded_text: str = ANSWER
     disturbed: int | None = None  # this block ran while another process took the core
     disturbance: float = 2.5
+    ttft_scale: float = 1.0  # the time to the first token alone
+    tail_scale: float = 1.0  # the time after it alone
 
 
 def _completion(sent_ns: int, ttft_ms: float, e2el_ms: float, text: str) -> Completion:
@@ -73,8 +75,8 @@ def _block(side: Side, k: int, requests: int, server: ServerEvidence | None = No
         round_ = range(start, min(start + SETTINGS.concurrency, requests))
         ends = []
         for i in round_:
-            ttft = scale * rng.normal(50.0, 4.0)
-            e2el = ttft + scale * rng.normal(150.0, 8.0)
+            ttft = scale * side.ttft_scale * rng.normal(50.0, 4.0)
+            e2el = ttft + scale * side.tail_scale * rng.normal(150.0, 8.0)
             if side.fail:
                 c = Completion(status=500, error=FAILED, timing=Timing(sent_ns=t))
                 e2el = 5.0
@@ -726,3 +728,22 @@ def test_a_check_decided_at_an_early_look_keeps_it_when_later_blocks_are_disturb
     assert [x["checks"]["ttft_ms"]["decision"] for x in seq["looks"]] == ["pass", "undecided"]
     ttft = next(c for c in result.checks if c.name == "ttft_ms")
     assert "look 1 of 5, 4 blocks a side" in ttft.reason
+
+
+def test_no_further_look_runs_once_a_latency_failed_and_an_open_one_says_why_it_stopped() -> None:
+    # The slow fault as measured: E2EL fails at the first look, TTFT (hidden in the engine's
+    # queue) is undecided. More blocks cannot change a failed gate, so no further look runs.
+    candidate = Side(2, ttft_scale=1.2, tail_scale=2.0)  # TTFT at the band, the rest 2x
+    ev = _evidence(Side(1), candidate, blocks=4)
+    look, judged = look_judgements(ev.blocks, SETTINGS, Policy(), replica=False)
+    assert look.number == 1
+    assert "fail" in {j.decision for j in judged.values()}
+    assert undecided(ev.blocks, SETTINGS, Policy(), replica=False) == []
+    result = evaluate(ev, Policy())
+    assert result.status is Status.FAIL
+    assert _check(result, "e2el_ms") is Outcome.FAIL
+    open_ = [c for c in result.checks if c.outcome is Outcome.NOT_MEASURED and c.ratio != "-"]
+    assert [c.name for c in open_] == ["ttft_ms"]
+    for c in open_:
+        assert "undecided when the blocks stopped" in c.reason, c.reason
+        assert "look 1 of 5" in c.reason
