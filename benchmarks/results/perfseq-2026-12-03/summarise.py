@@ -16,7 +16,7 @@ print("|---|---|---|---|---|---|---|---|---|---|---|")
 for line in (out / "runs.txt").read_text().splitlines():
     name, *fields = line.split()
     kv = dict(f.split("=", 1) for f in fields)
-    kind, code, _ = name.split("-")
+    kind, code, _ = name.split("-", 2)
     report = json.loads((out / f"{name}.json").read_text())
     [gate] = report["gates"]
     checks = {c["name"]: c for c in gate["checks"]}
@@ -31,5 +31,6 @@ for line in (out / "runs.txt").read_text().splitlines():
     print(
         f"| {name} | {code} | {kv['rc']} | {report['verdict']} | {looks} | {blocks} "
         f"| {cell('ttft_ms')} | {cell('e2el_ms')} | {cell('output_tokens_per_s')} "
-        f"| {float(kv['wall']):.0f} | {kv['load']} |"
+        f"| {(gate.get('time') or {}).get('seconds', 0):.0f} | {float(kv['wall']):.0f} "
+        f"| {kv['load']} |"
     )
