@@ -13,4 +13,18 @@ export SERVEGATE_REQUIRE_POSTGRES=1
 echo "== ruff" && ruff check src tests benchmarks fuzz && ruff format --check src tests benchmarks fuzz
 echo "== mypy (strict, src)" && mypy
 # pyproject's addopts deselect the `transformers` and `heavy` tests; `-m heavy` runs the heavy ones.
-echo "== pytest" && python -m pytest --durations=25 "$@"
+# Two pytest workers (pytest-xdist), each test file on one of them (its module fixtures built
+# once): the reference engine serves with one thread on 2 cores, so one engine test at a time
+# leaves a core idle. A marked group (`-m …`) runs in one process, as it always did: its tests
+# time whole engines (vLLM, Ray, stock servers). SERVEGATE_TEST_WORKERS=N sets the number of
+# workers (0: no workers, one process).
+workers=${SERVEGATE_TEST_WORKERS:-}
+if [ -z "$workers" ]; then
+  workers=2
+  for arg in "$@"; do
+    case $arg in -m|-m*|-n|-n*|--numprocesses*) workers=0 ;; esac
+  done
+fi
+parallel=()
+[ "$workers" != 0 ] && parallel=(-n "$workers" --dist loadfile)
+echo "== pytest" && python -m pytest "${parallel[@]}" --durations=25 "$@"
