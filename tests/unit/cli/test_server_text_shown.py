@@ -74,7 +74,10 @@ def test_runs_shows_a_hostile_model_id_and_reason_literally(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "400")  # one line per run: the cells are read whole
-    db = tmp_path / "runs.db"
+    # A short --db: the table's title names it, and a long tmp_path (a pytest-xdist worker's
+    # folder) folded the title and the cells under it at 80 columns.
+    monkeypatch.chdir(tmp_path)
+    db = Path("runs.db")
     writer = RunWriter.start(open_engine(db), baseline_url="http://b/v1\x1b[2J",
                              candidate_url="http://c/v1", model=MODEL, config={})  # fmt: skip
     writer.crashed(f"RuntimeError: {ERROR}")
