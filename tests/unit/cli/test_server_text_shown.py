@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
+from servegate.cli import runs_cmd
 from servegate.cli.probe_cmd import probe
 from servegate.cli.runs_cmd import runs
 from servegate.store.writer import RunWriter, open_engine
@@ -73,7 +75,10 @@ def test_probe_shows_a_hostile_model_id_and_error_text_literally(hostile_url: st
 def test_runs_shows_a_hostile_model_id_and_reason_literally(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "400")  # one line per run: the cells are read whole
+    # One line per run, so the cells are read whole: a console 400 columns wide. Setting COLUMNS
+    # is not enough: the shared console reads it once, when it is imported (a pytest-xdist
+    # worker exports COLUMNS=80 before that).
+    monkeypatch.setattr(runs_cmd, "stdout", Console(width=400, highlight=False, soft_wrap=False))
     # A short --db: the table's title names it, and a long tmp_path (a pytest-xdist worker's
     # folder) folded the title and the cells under it at 80 columns.
     monkeypatch.chdir(tmp_path)
