@@ -28,8 +28,10 @@ CHAT = "/v1/chat/completions"
 
 
 def _config(**performance_settings: object) -> GateConfig:
-    settings = {"blocks": 1, "warmup": 0, "isolated_prompts": 0, "output_tokens": 2,
-                "server_metrics_interval_s": None, **performance_settings}  # fmt: skip
+    # One block a side and no further look: these tests read the load client, not the judgement.
+    settings = {"blocks": 1, "max_blocks": 1, "warmup": 0, "isolated_prompts": 0,
+                "output_tokens": 2, "server_metrics_interval_s": None,
+                **performance_settings}  # fmt: skip
     return GateConfig.model_validate(
         {"baseline": {"url": "http://127.0.0.1:9/v1"}, "candidate": {"url": "http://127.0.0.1:8/v1"},
          "gates": ["performance"], "request_deadline_s": 10, "performance": settings}
