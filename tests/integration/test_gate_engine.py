@@ -265,9 +265,13 @@ def test_a_baseline_replica_joins_the_noise_floor(
     assert all(p["seconds"] > 0 for p in parts.values())
     for side, n in numerics["time"]["requests"].items():
         assert sum(p["requests"].get(side, 0) for p in parts.values()) == n
-    # The noise floor is the baseline's own work: it is the busier side.
+    # Each side's busy seconds are the union of its own requests' intervals: every side that was
+    # sent something worked, and none longer than the gate took. (Which side is busier is a
+    # measurement, not a property: this garbage candidate's long answers made it the busier one,
+    # 9.4 s against the baseline's 6.1 s, on two pytest workers.)
     busy = numerics["time"]["busy"]
-    assert busy["baseline"] > busy["candidate"] > 0
+    assert set(busy) == set(numerics["time"]["requests"])
+    assert all(0 < s <= numerics["time"]["seconds"] for s in busy.values())
 
 
 def test_the_matrix_gives_each_execution_path_its_own_verdict(
