@@ -10,9 +10,9 @@ from pathlib import Path
 out = Path(sys.argv[1])
 print(
     "| run | code | exit | verdict | looks | blocks a side | TTFT P95 | E2EL P95 | throughput "
-    "| wall s | load |"
+    "| gate s | wall s | load |"
 )
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for line in (out / "runs.txt").read_text().splitlines():
     name, *fields = line.split()
     kv = dict(f.split("=", 1) for f in fields)

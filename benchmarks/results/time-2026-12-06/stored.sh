@@ -3,7 +3,9 @@
 # baseline `ref` (`servegate baseline record`, timed), its server stopped, then each VARIANT
 # (default: clean mixed-dtype flash-attn) started alone and gated against `ref` with the
 # correctness gates a stored baseline answers. Prints one line per step with its wall seconds.
+# ARGS (words) go to both the recording and every gate, e.g. ARGS="--category canary ...".
 set -u
+read -r -a args <<< "${ARGS:-}"
 src=$1; out=$2; shift 2
 variants=("$@"); [ ${#variants[@]} -eq 0 ] && variants=(clean mixed-dtype flash-attn)
 mkdir -p "$out"
@@ -20,7 +22,7 @@ stamp() { date +%s.%N; }
 p=$(port); serve clean "$p" "$out/engine-baseline.log"; b=$pid
 trap 'kill $b ${c:-} 2>/dev/null' EXIT
 t0=$(stamp)
-$PY -m servegate baseline record --endpoint "http://127.0.0.1:$p/v1" --name ref --db "$db" --quiet --replace
+$PY -m servegate baseline record --endpoint "http://127.0.0.1:$p/v1" --name ref --db "$db" --quiet --replace "${args[@]}"
 rc=$?; t1=$(stamp)
 echo "record rc=$rc wall=$(echo "$t1 - $t0" | bc) load=$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$out/runs.txt"
 kill $b; wait $b 2>/dev/null
@@ -28,7 +30,7 @@ for v in "${variants[@]}"; do
   p=$(port); serve "$v" "$p" "$out/engine-$v.log"; c=$pid
   t0=$(stamp)
   $PY -m servegate gate --baseline-run ref --candidate "http://127.0.0.1:$p/v1" --gates "$gates" \
-    --db "$db" --json "$out/$v.json" --quiet
+    --db "$db" --json "$out/$v.json" --quiet "${args[@]}"
   rc=$?; t1=$(stamp)
   echo "$v rc=$rc wall=$(echo "$t1 - $t0" | bc) load=$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$out/runs.txt"
   kill $c; wait $c 2>/dev/null
