@@ -23,7 +23,8 @@ from servegate.config.slo import SLO
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.recording import part
 from servegate.gates.pair import EndpointPair
-from servegate.gates.performance.judgement import evaluate, undecided
+from servegate.gates.performance.judgement import evaluate
+from servegate.gates.performance.looks import undecided
 from servegate.gates.performance.plan import (
     NAME,
     REPLICA,
@@ -164,7 +165,7 @@ async def _more_looks(
     load: _Load, blocks: list[Block], cfg: GateConfig, *, replica: bool
 ) -> list[Block]:
     """The looks after the first: while TTFT, E2EL or throughput is undecided on the blocks so
-    far (judgement.undecided, the rule `evaluate` reports), the next planned look's blocks a
+    far (looks.undecided, the rule `evaluate` reports), the next planned look's blocks a
     side, continuing the interleaved order, up to `max_blocks`."""
     done = list(blocks)
     added: list[Block] = []

@@ -11,7 +11,7 @@ from servegate.config.models import PerformanceConfig, Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
 from servegate.endpoints.types import Completion, Timing, Usage
 from servegate.gates.performance import evaluate
-from servegate.gates.performance.judgement import look_judgements, undecided
+from servegate.gates.performance.looks import look_judgements, undecided
 from servegate.gates.performance.plan import (
     AloneAnswer,
     Block,
