@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine
 
-from servegate.cli.console import fail, gate_progress, stdout
+from servegate.cli.console import fail, gate_progress, stderr, stdout
 from servegate.cli.gate_options import option
 from servegate.config.loader import ConfigError, load_policy, validate
 from servegate.config.models import GateConfig, Policy
@@ -22,6 +22,7 @@ from servegate.reports.plain import plain
 from servegate.store.baselines import (
     StoredBaseline,
     delete_baseline,
+    left_out,
     list_baselines,
     load_baseline,
     save_baseline,
@@ -101,7 +102,9 @@ def record(
 ) -> None:
     """Ask ENDPOINT everything the gates ask, twice (it is its own A/A check), and store its
     answers, logprobs and noise floor under NAME. Stored only when the endpoint passes against
-    itself and gave no transport failure, timeout or empty answer: those are never truth.
+    itself and gave no transport failure or timeout that the same request asked again did not
+    give. An empty or error answer is stored but never used as truth: the probes answered so
+    are named here, and later runs list the checks they fed as not measured.
 
     Exit codes: 0 recorded, 1 the endpoint fails against itself, 2 usage error,
     3 not recorded (unreachable, or an answer that cannot be truth)."""
@@ -141,12 +144,25 @@ def record(
         _refuse_untrusted(store, report, url)
         stored = _stored(store, report, name, url, cfg)
         save_baseline(store, stored, replace=replace)
+        unused = left_out(store, report.run_id)
     except (ConfigError, EndpointError, StoreError, PreflightError) as exc:
         fail(str(exc), exc.exit_code)
     if not quiet:
         stdout.print(
             f"recorded baseline {name!r}: {stored.endpoint_url}, model {plain(stored.model)}, "
             f"gates {', '.join(gates)} (run {report.run_id}, {report.duration_s:.0f} s)",
+            markup=False,
+            highlight=False,
+        )
+    if unused:
+        listed = ", ".join(unused[:10]) + (", …" if len(unused) > 10 else "")
+        stderr.print(
+            plain(
+                f"left out of the baseline: its empty or error answers to {len(unused)} "
+                f"probe(s): {listed}. Such an answer is never truth, so runs against this "
+                "baseline list the checks they fed as not measured",
+                one_line=True,
+            ),
             markup=False,
             highlight=False,
         )

@@ -2,9 +2,13 @@
 
 `servegate baseline record` runs the gates with the baseline endpoint on both sides (an A/A
 run: its answers, logprobs and noise floor), and names the run here only when the baseline
-passed against itself and no answer it gave is a transport failure, a timeout or an empty reply.
-An error answer (HTTP 500 to a capability probe, say) is kept as evidence but never given back as
-the baseline's answer: the check it fed is not measured. A baseline is found by name and used
+passed against itself and no answer it gave is a transport failure or a timeout that the same
+request asked again in the recording did not give (a glitch of the recording, not the server's
+behaviour). An error answer (HTTP 500 to a capability probe; a stream the reference engine closes
+without [DONE] on every tool call) or an empty one (no text, reasoning or tool calls: SmolLM2
+answers the tool probe `tools-single-auto` so) is kept as evidence but never given back as the
+baseline's answer (store/replay.py): the check it fed is not measured, and `baseline record`
+names those probes. A baseline is found by name and used
 only where its fingerprint (model, the suite, the servegate version) and its configuration
 (policy included) match the run that asks for it.
 """
@@ -22,14 +26,16 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from servegate.config.redaction import redact_config
 from servegate.endpoints.errors import ErrorCategory
+from servegate.endpoints.types import Completion
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where
-from servegate.store.replay import StoredEndpoint
+from servegate.store.replay import StoredEndpoint, empty_answer, result_from_json
 from servegate.store.resume import changed
 
-# A baseline answer that failed in transport or time says the recording was unhealthy: such a
-# recording is refused. (Other error answers are stored as they came, and never given back as
-# truth: see store/replay.py.)
+# A baseline answer that failed in transport or time, where the same request asked again in the
+# recording did not, says the recording was unhealthy: such a recording is refused. (Other error
+# answers are stored as they came, and never given back as truth: see store/replay.py.)
+REJECTED = ErrorCategory.REJECTED
 UNHEALTHY = frozenset(
     {
         ErrorCategory.INFRA,
@@ -103,22 +109,58 @@ def recorded_answers(
         raise store_error(engine, f"read the answers of run {run_id}", exc) from None
 
 
+def _own_errors(conn: Any, run_id: str) -> set[tuple[str, str, str]]:
+    """(gate, probe, error category) of the failed answers of the recording's candidate side:
+    the same endpoint again (a recording is the endpoint against itself)."""
+    return {
+        (row.gate, row.probe, row.error_category)
+        for row in conn.execute(_judged(run_id, "candidate"))
+        if row.error_category is not None
+    }
+
+
 def untrustworthy(engine: Engine, run_id: str) -> str | None:
     """Why the baseline answers of run `run_id` cannot be stored as truth, or None: the first
-    answer that failed in transport or time, or a completion with neither text nor tool calls."""
+    answer that failed in transport or time on the baseline side alone. One that failed the same
+    way on both sides of the A/A run is the server's own behaviour (the reference engine closes
+    every streamed tool-call answer without [DONE]): kept, named by `left_out`."""
+    try:
+        with engine.connect() as conn:
+            repeated = _own_errors(conn, run_id)
+            for row in conn.execute(_judged(run_id, "baseline")):
+                key = (row.gate, row.probe, row.error_category)
+                if row.error_category in UNHEALTHY and key not in repeated:
+                    return (
+                        f"the baseline's answer to {row.gate}/{row.probe} failed "
+                        f"({row.error_category}) and the same request did not fail so when "
+                        "asked again in the recording"
+                    )
+    except SQLAlchemyError as exc:
+        raise store_error(engine, f"read the answers of run {run_id}", exc) from None
+    return None
+
+
+def left_out(engine: Engine, run_id: str) -> list[str]:
+    """What of the recording is never given back as the baseline's answer (store/replay.py), so
+    that runs against it list the checks those answers fed as not measured: each probe ("gate/
+    probe", in order, once) answered with an empty completion or an error (a rejection, HTTP 4xx,
+    is the server's own specified behaviour and is kept), with what it was."""
+    out: dict[str, str] = {}
     try:
         with engine.connect() as conn:
             for row in conn.execute(_judged(run_id, "baseline")):
                 where_ = f"{row.gate}/{row.probe}"
-                if row.error_category in UNHEALTHY:
-                    return f"the baseline's answer to {where_} failed ({row.error_category})"
-                if row.api in ("chat", "completions") and row.error_category is None:
-                    result = json.loads(row.result_json)
-                    if not result.get("content") and not result.get("tool_calls"):
-                        return f"the baseline's answer to {where_} is empty"
+                if row.api not in ("chat", "completions") or where_ in out:
+                    continue
+                result = result_from_json(row.api, row.result_json)
+                assert isinstance(result, Completion)
+                if result.error is not None and result.error.category is not REJECTED:
+                    out[where_] = f"{where_} ({result.error.category})"
+                elif empty_answer(result):
+                    out[where_] = f"{where_} (empty)"
     except SQLAlchemyError as exc:
         raise store_error(engine, f"read the answers of run {run_id}", exc) from None
-    return None
+    return list(out.values())
 
 
 def stored_endpoint(engine: Engine, baseline: StoredBaseline) -> StoredEndpoint:
@@ -216,6 +258,7 @@ __all__ = [
     "StoredBaseline",
     "baseline_refusal",
     "delete_baseline",
+    "left_out",
     "list_baselines",
     "load_baseline",
     "recorded_answers",

@@ -7,8 +7,9 @@ prefix-cache hit) gets what the server answered each time. Timings are moved to 
 every interval: the scaled deadlines and latencies read them as recorded.
 
 A request the recording never sent (cross-scoring the candidate's own text, for one) has no
-answer, and an error answer is never truth (only a rejection, HTTP 4xx, is the server's own
-specified behaviour: a prompt over the context is refused): both come back as `not_sent`, naming
+answer; an error answer is never truth (only a rejection, HTTP 4xx, is the server's own
+specified behaviour: a prompt over the context is refused), nor is an empty one (FAULTS 44: a
+completion with neither text, reasoning nor tool calls). Each comes back as `not_sent`, naming
 the baseline, and the gate lists that check as not measured. Nothing is invented.
 """
 
@@ -140,6 +141,12 @@ def _now(result: Result) -> Result:
     return replace(result, timing=timing)
 
 
+def empty_answer(result: Completion) -> bool:
+    """A completion that answered nothing: no error, and neither text, reasoning nor tool calls.
+    Never kept as the baseline's truth (FAULTS 44)."""
+    return result.error is None and not (result.content or result.reasoning or result.tool_calls)
+
+
 def _err(found: object) -> RequestError | None:
     return found if isinstance(found, RequestError) else None
 
@@ -172,6 +179,14 @@ class StoredEndpoint:
                 category=ErrorCategory.NOT_SENT,
                 message=f"{self.source} answered this {api} request with an error "
                 f"({err.category}), which is never used as its answer; not measured",
+                side=self.name,
+            )
+        if isinstance(result, Completion) and empty_answer(result):
+            return RequestError(
+                category=ErrorCategory.NOT_SENT,
+                message=f"{self.source} answered this {api} request with an empty completion "
+                f"(finish_reason {result.finish_reason}), which is never used as its answer; "
+                "not measured",
                 side=self.name,
             )
         return _now(result)

@@ -126,6 +126,29 @@ async def test_an_error_answer_is_never_given_back_as_truth_but_a_rejection_is(
     assert "answered this completions request with an error (server)" in refused.error.message
 
 
+async def test_an_empty_answer_is_never_given_back_as_truth_but_reasoning_alone_is(
+    engine: Engine,
+) -> None:
+    # FAULTS 44. The empty one is SmolLM2's own answer to the tool probe tools-single-auto (9
+    # tokens that parse to neither text nor a tool call); a reasoning model cut off by
+    # max_tokens answers reasoning alone, which is an answer.
+    timing = Timing(sent_ns=T0, done_ns=T0 + 1)
+    usage = Usage(prompt_tokens=30, completion_tokens=9, total_tokens=39)
+    empty = Completion(status=200, content="", finish_reason="stop", timing=timing, usage=usage)
+    thinking = Completion(status=200, content=None, reasoning="Paris is", finish_reason="length",
+                          timing=timing)  # fmt: skip
+    tools, think = {"prompt": "weather"}, {"prompt": "think"}
+    endpoint = _stored(engine, ("chat", tools, empty), ("chat", think, thinking))
+    refused = await endpoint.chat(tools)
+    assert refused.error is not None
+    assert (refused.status, refused.error.category) == (None, ErrorCategory.NOT_SENT)
+    assert refused.error.message == (
+        "the stored baseline 'v1' answered this chat request with an empty completion "
+        "(finish_reason stop), which is never used as its answer; not measured"
+    )
+    assert (await endpoint.chat(think)).reasoning == "Paris is"
+
+
 async def test_embeddings_and_raw_exchanges_come_back_and_models_are_listed(
     engine: Engine,
 ) -> None:
