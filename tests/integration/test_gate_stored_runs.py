@@ -219,6 +219,33 @@ def test_a_stored_baseline_gives_the_live_verdicts_with_its_server_stopped(
     assert live["mmap-off"]["exit_code"] == 0
 
 
+def test_the_servers_own_empty_and_failed_answers_are_named_and_never_truth(
+    clean_engine: RunningEngine, benign_engine: RunningEngine, tmp_path: Path
+) -> None:
+    # Measured on the reference engine (SmolLM2-135M through llama-cpp-python's server), the same
+    # on every run and on both sides of the recording's own A/A run: golden tools-single-auto is
+    # answered with 9 tokens that parse to neither text nor a tool call, and every streamed
+    # tool-call answer closes without [DONE]. Before, `baseline record` refused the whole
+    # recording (exit 3); now those answers are stored, named, and never the baseline's truth.
+    db, out = str(tmp_path / "runs.db"), tmp_path / "stored.json"
+    args = ("--gates", "golden", "--category", "tools", "--quiet", "--db", db)
+    recorded = run_servegate("baseline", "record", "--endpoint", clean_engine.base_url,
+                             "--name", "tools", *args, timeout_s=600)  # fmt: skip
+    assert recorded.returncode == 0, recorded.stderr
+    named = " ".join(recorded.stderr.split())
+    assert "left out of the baseline: its empty or error answers to " in named
+    assert "golden/tools-single-auto (empty)" in named
+    assert "golden/tools-parallel:stream (truncated)" in named
+    proc = run_servegate("gate", "--baseline-run", "tools", "--candidate", benign_engine.base_url,
+                         "--json", str(out), *args, timeout_s=600)  # fmt: skip
+    report = json.loads(out.read_text())
+    assert proc.returncode == 0, (report["verdict"], proc.stderr[-2000:])
+    golden = next(g for g in report["gates"] if g["name"] == "golden")
+    unjudged = next(c for c in golden["checks"] if c["name"] == "unjudged_probes")
+    assert unjudged["outcome"] == "not-measured"
+    assert "tools-single-auto: baseline not_sent" in unjudged["reason"]
+
+
 @pytest.mark.heavy
 @pytest.mark.timeout(3000)
 def test_the_documented_baseline_run_command_exits_0_on_a_good_candidate(

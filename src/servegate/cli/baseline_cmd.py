@@ -155,7 +155,8 @@ def record(
             highlight=False,
         )
     if unused:
-        listed = ", ".join(unused[:10]) + (", …" if len(unused) > 10 else "")
+        more = len(unused) - 10
+        listed = ", ".join(unused[:10]) + (f" and {more} more" if more > 0 else "")
         stderr.print(
             plain(
                 f"left out of the baseline: its empty or error answers to {len(unused)} "
@@ -233,17 +234,23 @@ def list_command(db: str, as_json: bool) -> None:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 def show(name: str, db: str, as_json: bool) -> None:
-    """One baseline: where it was recorded from, its fingerprint and configuration."""
+    """One baseline: where it was recorded from, its fingerprint and configuration, and the
+    probes whose empty or error answers are never used as its truth (left_out)."""
     try:
-        b = load_baseline(open_engine(db, create=False), name)
+        store = open_engine(db, create=False)
+        b = load_baseline(store, name)
+        unused = left_out(store, b.run_id)
     except StoreError as exc:
         fail(str(exc), exc.exit_code)
-    data = {**_summary(b), "fingerprint": b.fingerprints, "config": b.config}
+    summary = {**_summary(b), "left_out": unused}
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps({**summary, "fingerprint": b.fingerprints, "config": b.config},
+                              indent=2))  # fmt: skip
         return
-    for key, value in _summary(b).items():
+    for key, value in summary.items():
         shown = ", ".join(value) if isinstance(value, list) else value
+        if key == "left_out":
+            key, shown = "left out", f"{len(unused)} probe(s){': ' if unused else ''}{shown}"
         stdout.print(plain(f"{key:<11}{shown}", one_line=True), markup=False, highlight=False)
     policy = b.config.get("policy") or {}
     stdout.print(f"{'policy':<11}{len(policy)} keys (--json shows them)", markup=False)

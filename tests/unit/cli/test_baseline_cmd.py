@@ -12,16 +12,23 @@ from click.testing import CliRunner
 
 from servegate.cli.baseline_cmd import baseline
 from servegate.cli.gate_cmd import gate
+from servegate.endpoints.types import Completion
 from servegate.store.baselines import StoredBaseline, save_baseline
 from servegate.store.writer import RunWriter, open_engine
+from servegate.verdict.model import GateResult, Status
 
 
 def _db(tmp_path: Path) -> Path:
     db = tmp_path / "runs.db"
     engine = open_engine(db)
-    run_id = RunWriter.start(engine, baseline_url="http://127.0.0.1:1/v1",
+    writer = RunWriter.start(engine, baseline_url="http://127.0.0.1:1/v1",
                              candidate_url="http://127.0.0.1:1/v1", model="m\x1b[31m",
-                             config={}).run_id  # fmt: skip
+                             config={})  # fmt: skip
+    # SmolLM2's answer to this tool probe: stored, never the baseline's truth.
+    writer.record(gate="golden", probe="tools-single-auto", side="baseline", api="chat",
+                  request={}, result=Completion(status=200, content=""))  # fmt: skip
+    writer.gate(GateResult(name="golden", status=Status.PASS, summary="ok"))
+    run_id = writer.run_id
     save_baseline(engine, StoredBaseline(
         name="v1", run_id=run_id, created_at="2026-12-01T10:00:00+00:00",
         endpoint_url="http://127.0.0.1:1/v1", model="m\x1b[31m",
@@ -43,6 +50,9 @@ def test_list_and_show_print_the_baseline_for_people_and_machines(tmp_path: Path
     assert "m\\x1b[31m" in people.output
     shown = CliRunner().invoke(baseline, ["show", "v1", "--db", str(db), "--json"])
     assert json.loads(shown.output)["config"]["policy"] == {"noise_k": 3.0}
+    assert json.loads(shown.output)["left_out"] == ["golden/tools-single-auto (empty)"]
+    text = CliRunner().invoke(baseline, ["show", "v1", "--db", str(db)])
+    assert "left out   1 probe(s): golden/tools-single-auto (empty)" in text.output
 
 
 def _dump(db: Path) -> list[str]:
