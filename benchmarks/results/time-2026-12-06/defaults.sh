@@ -4,15 +4,17 @@
 # clean with that source tree (its src first on PYTHONPATH), into OUT_DIR/NAME-clean.json and
 # the store OUT_DIR/ttv.db (benchmarks/time_to_verdict.py reads it), and clean vs mixed-dtype
 # into OUT_DIR/NAME-mixed.json. One line per gate run in OUT_DIR/runs.txt: exit, wall, load.
+# SERVE (words) goes to every `engine serve`: SERVE=--stock runs stock llama-cpp-python servers.
 set -u
+read -r -a serve <<< "${SERVE:-}"
 out=$1; shift
 mkdir -p "$out"
 PY=${PY:-/work/main/.venv/bin/python}
 port() { $PY -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 pb=$(port); pc=$(port); pm=$(port)
-$PY -m servegate engine serve --variant clean --port $pb > "$out/engine-b.log" 2>&1 & b=$!
-$PY -m servegate engine serve --variant clean --port $pc > "$out/engine-c.log" 2>&1 & c=$!
-$PY -m servegate engine serve --variant mixed-dtype --port $pm > "$out/engine-m.log" 2>&1 & m=$!
+$PY -m servegate engine serve "${serve[@]}" --variant clean --port $pb > "$out/engine-b.log" 2>&1 & b=$!
+$PY -m servegate engine serve "${serve[@]}" --variant clean --port $pc > "$out/engine-c.log" 2>&1 & c=$!
+$PY -m servegate engine serve "${serve[@]}" --variant mixed-dtype --port $pm > "$out/engine-m.log" 2>&1 & m=$!
 trap 'kill $b $c $m 2>/dev/null; wait $b $c $m 2>/dev/null' EXIT
 for _ in $(seq 180); do
   curl -sf http://127.0.0.1:$pb/v1/models >/dev/null && curl -sf http://127.0.0.1:$pc/v1/models >/dev/null \
