@@ -227,8 +227,10 @@ def test_the_servers_own_empty_and_failed_answers_are_named_and_never_truth(
     # answered with 9 tokens that parse to neither text nor a tool call, and every streamed
     # tool-call answer closes without [DONE]. Before, `baseline record` refused the whole
     # recording (exit 3); now those answers are stored, named, and never the baseline's truth.
+    # The engine serves no sentence embeddings (HTTP 500 to a batch, per-token vectors to one
+    # input): against its recording the embeddings gate is not applicable, as it is live.
     db, out = str(tmp_path / "runs.db"), tmp_path / "stored.json"
-    args = ("--gates", "golden", "--category", "tools", "--quiet", "--db", db)
+    args = ("--gates", "embeddings,golden", "--category", "tools", "--quiet", "--db", db)
     recorded = run_servegate("baseline", "record", "--endpoint", clean_engine.base_url,
                              "--name", "tools", *args, timeout_s=600)  # fmt: skip
     assert recorded.returncode == 0, recorded.stderr
@@ -240,6 +242,8 @@ def test_the_servers_own_empty_and_failed_answers_are_named_and_never_truth(
                          "--json", str(out), *args, timeout_s=600)  # fmt: skip
     report = json.loads(out.read_text())
     assert proc.returncode == 0, (report["verdict"], proc.stderr[-2000:])
+    statuses = {g["name"]: g["status"] for g in report["gates"]}
+    assert statuses == {"embeddings": "skip", "golden": "pass"}, statuses
     golden = next(g for g in report["gates"] if g["name"] == "golden")
     unjudged = next(c for c in golden["checks"] if c["name"] == "unjudged_probes")
     assert unjudged["outcome"] == "not-measured"

@@ -10,7 +10,12 @@ A request the recording never sent (cross-scoring the candidate's own text, for 
 answer; an error answer is never truth (only a rejection, HTTP 4xx, is the server's own
 specified behaviour: a prompt over the context is refused), nor is an empty one (FAULTS 44: a
 completion with neither text, reasoning nor tool calls). Each comes back as `not_sent`, naming
-the baseline, and the gate lists that check as not measured. Nothing is invented.
+the baseline, and the gate lists that check as not measured. Nothing is invented. An embeddings
+error answer comes back as it came: the embeddings gate never compares vectors with an error, and
+reads it as the live gate does — a generative model fails the batch with HTTP 500 and answers one
+input with per-token vectors, so it serves no sentence embeddings (the gate is not applicable;
+as `not_sent` it was wrongly *not measured*, and a stored baseline of the reference engine was
+inconclusive on every candidate).
 """
 
 from __future__ import annotations
@@ -174,7 +179,7 @@ class StoredEndpoint:
         stored_api, text = queue.popleft()
         result = result_from_json(stored_api, text)
         err = result.error
-        if err is not None and err.category is not ErrorCategory.REJECTED:
+        if err is not None and err.category is not ErrorCategory.REJECTED and api != "embeddings":
             return RequestError(
                 category=ErrorCategory.NOT_SENT,
                 message=f"{self.source} answered this {api} request with an error "

@@ -149,6 +149,19 @@ async def test_an_empty_answer_is_never_given_back_as_truth_but_reasoning_alone_
     assert (await endpoint.chat(think)).reasoning == "Paris is"
 
 
+async def test_an_embeddings_error_comes_back_as_it_came(engine: Engine) -> None:
+    # The embeddings gate reads it as what the server serves (the generative reference engine
+    # fails a batch with HTTP 500 and answers one input with per-token vectors: not applicable)
+    # and never compares vectors with it; as not_sent, a stored baseline of that engine left the
+    # gate not measured (core) and every candidate inconclusive (measured 2026-12-06).
+    error = RequestError(category=ErrorCategory.SERVER, message="llama_decode returned -1",
+                         status=500)  # fmt: skip
+    failed = Embeddings(status=500, error=error, timing=Timing(sent_ns=T0, done_ns=T0 + 1))
+    endpoint = _stored(engine, ("embeddings", {"input": ["a", "b"]}, failed))
+    got = await endpoint.embeddings({"input": ["a", "b"]})
+    assert (got.status, got.error) == (500, error)
+
+
 async def test_embeddings_and_raw_exchanges_come_back_and_models_are_listed(
     engine: Engine,
 ) -> None:
