@@ -4,6 +4,7 @@
 # (default: clean mixed-dtype flash-attn) started alone and gated against `ref` with the
 # correctness gates a stored baseline answers. Prints one line per step with its wall seconds.
 # ARGS (words) go to both the recording and every gate, e.g. ARGS="--category canary ...".
+# REUSE=1 keeps the baseline `ref` already in OUT_DIR/stored.db: only the gates run.
 set -u
 read -r -a args <<< "${ARGS:-}"
 src=$1; out=$2; shift 2
@@ -19,13 +20,16 @@ serve() {  # serve VARIANT PORT LOG: starts the engine, sets $pid, waits until i
   for _ in $(seq 180); do curl -sf "http://127.0.0.1:$2/v1/models" >/dev/null && return; sleep 1; done
 }
 stamp() { date +%s.%N; }
-p=$(port); serve clean "$p" "$out/engine-baseline.log"; b=$pid
-trap 'kill $b ${c:-} 2>/dev/null' EXIT
-t0=$(stamp)
-$PY -m servegate baseline record --endpoint "http://127.0.0.1:$p/v1" --name ref --db "$db" --quiet --replace "${args[@]}"
-rc=$?; t1=$(stamp)
-echo "record rc=$rc wall=$(echo "$t1 - $t0" | bc) load=$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$out/runs.txt"
-kill $b; wait $b 2>/dev/null
+if [ "${REUSE:-0}" != 1 ]; then
+  p=$(port); serve clean "$p" "$out/engine-baseline.log"; b=$pid
+  trap 'kill $b ${c:-} 2>/dev/null' EXIT
+  t0=$(stamp)
+  $PY -m servegate baseline record --endpoint "http://127.0.0.1:$p/v1" --name ref --db "$db" --quiet --replace "${args[@]}"
+  rc=$?; t1=$(stamp)
+  echo "record rc=$rc wall=$(echo "$t1 - $t0" | bc) load=$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$out/runs.txt"
+  kill $b; wait $b 2>/dev/null
+fi
+trap 'kill ${c:-} 2>/dev/null' EXIT
 for v in "${variants[@]}"; do
   p=$(port); serve "$v" "$p" "$out/engine-$v.log"; c=$pid
   t0=$(stamp)
