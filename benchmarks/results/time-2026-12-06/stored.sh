@@ -5,8 +5,10 @@
 # correctness gates a stored baseline answers. Prints one line per step with its wall seconds.
 # ARGS (words) go to both the recording and every gate, e.g. ARGS="--category canary ...".
 # REUSE=1 keeps the baseline `ref` already in OUT_DIR/stored.db: only the gates run.
+# SERVE (words) goes to every `engine serve`: SERVE=--stock records and gates stock servers.
 set -u
 read -r -a args <<< "${ARGS:-}"
+read -r -a serve_args <<< "${SERVE:-}"
 src=$1; out=$2; shift 2
 variants=("$@"); [ ${#variants[@]} -eq 0 ] && variants=(clean mixed-dtype flash-attn)
 mkdir -p "$out"
@@ -16,7 +18,7 @@ db="$out/stored.db"
 gates=startup,numerics,embeddings,golden,context
 port() { $PY -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 serve() {  # serve VARIANT PORT LOG: starts the engine, sets $pid, waits until it answers
-  $PY -m servegate engine serve --variant "$1" --port "$2" > "$3" 2>&1 & pid=$!
+  $PY -m servegate engine serve "${serve_args[@]}" --variant "$1" --port "$2" > "$3" 2>&1 & pid=$!
   for _ in $(seq 180); do curl -sf "http://127.0.0.1:$2/v1/models" >/dev/null && return; sleep 1; done
 }
 stamp() { date +%s.%N; }
