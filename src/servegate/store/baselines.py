@@ -26,16 +26,14 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from servegate.config.redaction import redact_config
 from servegate.endpoints.errors import ErrorCategory
-from servegate.endpoints.types import Completion
 from servegate.store import tables
 from servegate.store.errors import StoreError, store_error, where
-from servegate.store.replay import StoredEndpoint, empty_answer, result_from_json
+from servegate.store.replay import StoredEndpoint, never_truth, result_from_json
 from servegate.store.resume import changed
 
 # A baseline answer that failed in transport or time, where the same request asked again in the
 # recording did not, says the recording was unhealthy: such a recording is refused. (Other error
 # answers are stored as they came, and never given back as truth: see store/replay.py.)
-REJECTED = ErrorCategory.REJECTED
 UNHEALTHY = frozenset(
     {
         ErrorCategory.INFRA,
@@ -152,12 +150,9 @@ def left_out(engine: Engine, run_id: str) -> list[str]:
                 where_ = f"{row.gate}/{row.probe}"
                 if row.api not in ("chat", "completions") or where_ in out:
                     continue
-                result = result_from_json(row.api, row.result_json)
-                assert isinstance(result, Completion)
-                if result.error is not None and result.error.category is not REJECTED:
-                    out[where_] = f"{where_} ({result.error.category})"
-                elif empty_answer(result):
-                    out[where_] = f"{where_} (empty)"
+                why = never_truth(row.api, result_from_json(row.api, row.result_json))
+                if why is not None:
+                    out[where_] = f"{where_} ({why})"
     except SQLAlchemyError as exc:
         raise store_error(engine, f"read the answers of run {run_id}", exc) from None
     return list(out.values())

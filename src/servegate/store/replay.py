@@ -152,6 +152,23 @@ def empty_answer(result: Completion) -> bool:
     return result.error is None and not (result.content or result.reasoning or result.tool_calls)
 
 
+EMPTY = "empty"
+
+
+def never_truth(api: str, result: Result) -> str | None:
+    """Why a recorded answer is never given back as the recording's answer — its error category,
+    or EMPTY for an empty completion — or None when it is given back: a rejection (HTTP 4xx) is
+    the server's specified behaviour, and an embeddings error is read, never compared."""
+    err = result.error
+    if err is not None:
+        if err.category is ErrorCategory.REJECTED or api == "embeddings":
+            return None
+        return str(err.category)
+    if isinstance(result, Completion) and empty_answer(result):
+        return EMPTY
+    return None
+
+
 def _err(found: object) -> RequestError | None:
     return found if isinstance(found, RequestError) else None
 
@@ -178,20 +195,15 @@ class StoredEndpoint:
             return None
         stored_api, text = queue.popleft()
         result = result_from_json(stored_api, text)
-        err = result.error
-        if err is not None and err.category is not ErrorCategory.REJECTED and api != "embeddings":
+        why = never_truth(api, result)
+        if why is not None:
+            what = f"an error ({why})"
+            if isinstance(result, Completion) and why == EMPTY:
+                what = f"an empty completion (finish_reason {result.finish_reason})"
             return RequestError(
                 category=ErrorCategory.NOT_SENT,
-                message=f"{self.source} answered this {api} request with an error "
-                f"({err.category}), which is never used as its answer; not measured",
-                side=self.name,
-            )
-        if isinstance(result, Completion) and empty_answer(result):
-            return RequestError(
-                category=ErrorCategory.NOT_SENT,
-                message=f"{self.source} answered this {api} request with an empty completion "
-                f"(finish_reason {result.finish_reason}), which is never used as its answer; "
-                "not measured",
+                message=f"{self.source} answered this {api} request with {what}, which is never "
+                "used as its answer; not measured",
                 side=self.name,
             )
         return _now(result)
