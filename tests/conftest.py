@@ -23,6 +23,25 @@ from sqlalchemy.engine import make_url
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
 
+# scripts/test.sh runs pytest twice: every test but the `timed` ones on two workers, then the
+# `timed` ones alone in one process (a latency measured beside another worker's engines is the
+# other worker's measurement). SERVEGATE_TEST_PHASE says which half this process runs.
+PHASES = {"untimed": False, "timed": True}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    phase = os.environ.get("SERVEGATE_TEST_PHASE", "")
+    if not phase:
+        return
+    if phase not in PHASES:
+        raise pytest.UsageError(f"SERVEGATE_TEST_PHASE={phase!r}: use one of {sorted(PHASES)}")
+    timed = PHASES[phase]
+    keep = [i for i in items if (i.get_closest_marker("timed") is not None) == timed]
+    left = [i for i in items if (i.get_closest_marker("timed") is not None) != timed]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
+
 
 def _required() -> bool:
     return any(os.environ.get(v) for v in ("SERVEGATE_REQUIRE_POSTGRES", "CI"))

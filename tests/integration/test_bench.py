@@ -22,6 +22,9 @@ from typing import Any
 
 import pytest
 
+# Latencies against the server's own truth: run alone (scripts/test.sh, the `timed` half).
+pytestmark = pytest.mark.timed
+
 ROOT = Path(__file__).resolve().parents[2]
 TTFT_MS = 40.0
 ITL_MS = 4.0

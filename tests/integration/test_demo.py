@@ -1,8 +1,7 @@
 """`servegate demo` against the real reference engine on loopback (three engines of its own).
 
-In a file of its own so that, on the opt-in two workers (SERVEGATE_TEST_WORKERS=2 bash
-scripts/test.sh, which distributes whole files), it can run beside test_gate_engine.py,
-not after it.
+In a file of its own so that, on the test command's two workers (scripts/test.sh distributes
+whole files), it can run beside test_gate_engine.py, not after it.
 """
 
 from __future__ import annotations

@@ -159,6 +159,7 @@ async def test_thousands_of_ping_comments_are_dropped_and_flagged(server: Script
     assert "keepalive_comments" in result.flags
 
 
+@pytest.mark.timed
 async def test_keepalive_comments_do_not_extend_the_total_deadline(server: ScriptedServer) -> None:
     server.route(CHAT, reply_stream([b": ping\n\n"] * 1000, delay_s=0.01))
     async with endpoint(server) as ep:
@@ -334,6 +335,7 @@ async def test_dns_failure_fails_as_infra() -> None:
     assert (result.error.category, result.error.side) == (ErrorCategory.INFRA, "baseline")
 
 
+@pytest.mark.timed
 async def test_no_headers_ever_fails_at_the_deadline_and_the_next_request_is_served(
     server: ScriptedServer,
 ) -> None:
@@ -349,6 +351,7 @@ async def test_no_headers_ever_fails_at_the_deadline_and_the_next_request_is_ser
     assert second.content == "OK"
 
 
+@pytest.mark.timed
 async def test_headers_then_silence_fails_as_stalled_at_the_idle_timeout(
     server: ScriptedServer,
 ) -> None:
@@ -373,6 +376,7 @@ async def test_idle_clock_restarts_with_every_read_so_a_slow_steady_stream_is_no
     assert result.content == "tttttt"
 
 
+@pytest.mark.timed
 async def test_silence_after_some_events_fails_as_stalled_naming_the_bytes_read(
     server: ScriptedServer,
 ) -> None:
@@ -390,6 +394,7 @@ async def test_silence_after_some_events_fails_as_stalled_naming_the_bytes_read(
     assert f"no bytes for 0.3 s after {sum(map(len, parts))} body bytes" in result.error.message
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("end", ["hang", "reset"])
 async def test_done_then_no_clean_end_keeps_the_answer_and_flags_it(
     server: ScriptedServer, end: str
@@ -405,6 +410,7 @@ async def test_done_then_no_clean_end_keeps_the_answer_and_flags_it(
     assert elapsed < 1.5
 
 
+@pytest.mark.timed
 async def test_one_byte_per_interval_is_cut_by_the_total_deadline(server: ScriptedServer) -> None:
     trickle = b"".join(chat_stream(*["token"] * 50))
     server.route(CHAT, reply_stream([bytes([b]) for b in trickle], delay_s=0.02))
@@ -479,6 +485,7 @@ def http_date(seconds_ahead: float) -> str:
     ],
     ids=["float", "zero", "ms", "huge-capped", "http-date", "negative", "garbage", "absent"],
 )
+@pytest.mark.timed
 @pytest.mark.parametrize("status", [429, 503])
 async def test_retry_after_is_honoured_up_to_a_cap_and_the_wait_recorded(
     server: ScriptedServer, status: int, headers: dict[str, str], low: float, high: float

@@ -18,7 +18,7 @@ from servegate.gates import performance
 from servegate.gates.pair import EndpointPair
 from servegate.verdict.model import Outcome, Status
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timed]
 
 GateCli = Callable[..., tuple[Any, dict[str, Any]]]
 CANARY = {"messages": [{"role": "user", "content": "Reply with exactly: OK"}], "max_tokens": 8,

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+# The gate judges two servers' latencies: run alone (scripts/test.sh, the `timed` half).
+pytestmark = pytest.mark.timed
+
 ROOT = Path(__file__).resolve().parents[2]
 TTFT_MS = 40.0
 ITL_MS = 1.0

@@ -284,6 +284,7 @@ def test_a_client_that_gives_up_on_a_hung_primary_frees_the_proxy(
         assert metric(exposition, "servegate_proxy_answers_total", **abandoned) == 1
 
 
+@pytest.mark.timed
 def test_a_hung_candidate_leaves_user_answers_unchanged_and_drops_are_counted(
     proxy: RunningProxy, clean_engine: RunningEngine
 ) -> None:

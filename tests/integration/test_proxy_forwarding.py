@@ -344,6 +344,7 @@ def _hwm_mib(pid: int) -> float:
 @pytest.mark.parametrize(
     "inflated_mib", [1024, 10 * 1024], ids=["1MB-to-1GB-kept-and-read", "10MB-to-10GB-over-keep"]
 )
+@pytest.mark.timed
 def test_a_gzip_bomb_from_the_candidate_costs_no_memory_and_no_other_users_latency(
     tmp_path: Path, inflated_mib: int
 ) -> None:
