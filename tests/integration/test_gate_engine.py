@@ -68,6 +68,13 @@ def test_benign_config_change_passes(
     assert report["schema_version"] == 4
     golden = next(g for g in report["gates"] if g["name"] == "golden")
     assert golden["metrics"]["exact_match_rate"] == 1.0
+    # llama-cpp-python serves one request at a time: golden measured it and sent one at a time.
+    batching = golden["details"]["batching"]
+    assert [(b["side"], b["batches"]) for b in batching] == [
+        ("baseline", False),
+        ("candidate", False),
+    ], batching
+    assert golden["details"]["probes_at_once"] == 1
 
 
 def test_rollback_when_candidate_answers_commas_instead_of_ok(

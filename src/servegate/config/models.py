@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -261,6 +261,15 @@ class GateConfig(_Frozen):
     categories: tuple[str, ...] | None = Field(
         default=None,
         description="Only the golden probes of these categories (each must be in the suite).",
+    )
+    golden_concurrency: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = Field(
+        default="auto",
+        description="Golden probes in flight at once on each side. auto: as many as both "
+        "sides batch — each side is sent one short request alone and 4 at once; a side that "
+        "answers the 4 within 2× the time of one batches (vLLM does; llama-cpp-python serves "
+        "one at a time), and then 4 probes go at once, else 1. The baseline's own paths "
+        "(streamed, cache hit) are sent the same way, so its noise is measured as the probes "
+        "are sent.",
     )
     request_deadline_s: PositiveSeconds = Field(
         default=60.0,

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from asyncio import Future
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from servegate.config.models import GateConfig, Policy
 from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion
+from servegate.gates import batching
+from servegate.gates.batching import Batching
 from servegate.gates.golden.judgement import evaluate as evaluate_probes
 from servegate.gates.golden.probe import NAME, GoldenEvidence, ProbeObservation, ProbeStatus
 from servegate.gates.golden.responses import collect_responses, with_responses
@@ -101,7 +103,7 @@ async def collect(
 ) -> GoldenEvidence:
     """Every probe to the baseline (plain, streamed, cache hit) and to the candidate (plain,
     streamed; at the same time when the pair allows it), in suite order, each isolated except
-    the cache hit."""
+    the cache hit; as many probes at once as both sides batch (gates/batching.py)."""
     probes = select_probes(cfg).probes
     with part("pilot"):
         pilot = await pair.send(
@@ -113,19 +115,66 @@ async def collect(
             deadline_s=cfg.request_deadline_s,
         )
     logprobs = pilot.ok and bool(pilot.logprobs)
-    observations = []
-    for i, probe in enumerate(probes):
-        if progress is not None:
-            progress(i, len(probes), probe.id)
-        observations.append(await _observe(pair, probe, cfg, logprobs))
+    with part("batching"):
+        width, measured = await _width(pair, cfg)
+    observations = await _observe_all(pair, probes, cfg, logprobs, width, progress)
     with part("Responses API"):
         responses = await collect_responses(pair, cfg)  # /v1/responses, where served
     if progress is not None:
         progress(len(probes), len(probes), "")
     return GoldenEvidence(
         tuple(observations), pair.baseline.base_url, pair.candidate.base_url, pair.model, logprobs,
-        responses=responses,
+        responses=responses, concurrency=width, batching=measured,
     )  # fmt: skip
+
+
+async def _width(pair: EndpointPair, cfg: GateConfig) -> tuple[int, tuple[Batching, ...]]:
+    """How many probes go at once: `golden_concurrency`, or with auto as many as both sides
+    batch (each measured on its own, the baseline first)."""
+    if cfg.golden_concurrency != "auto":
+        return cfg.golden_concurrency, ()
+    dl = cfg.request_deadline_s
+    sides = [pair.baseline] if not pair.at_once and pair.baseline is pair.candidate else [
+        pair.baseline, pair.candidate
+    ]  # fmt: skip
+    measured = tuple([await batching.measure(pair, ep, gate=NAME, deadline_s=dl) for ep in sides])
+    return (batching.WIDTH if all(m.batches for m in measured) else 1), measured
+
+
+async def _observe_all(
+    pair: EndpointPair,
+    probes: Sequence[Probe],
+    cfg: GateConfig,
+    logprobs: bool,
+    width: int,
+    progress: ProgressFn | None,
+) -> list[ProbeObservation]:
+    """Every probe observed, `width` at a time, in suite order."""
+    if width == 1:
+        out = []
+        for i, probe in enumerate(probes):
+            if progress is not None:
+                progress(i, len(probes), probe.id)
+            out.append(await _observe(pair, probe, cfg, logprobs))
+        return out
+    slots = asyncio.Semaphore(width)
+    done = 0
+
+    async def one(probe: Probe) -> ProbeObservation:
+        nonlocal done
+        async with slots:
+            observation = await _observe(pair, probe, cfg, logprobs)
+        done += 1
+        if progress is not None:
+            progress(done, len(probes), probe.id)
+        return observation
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(p)) for p in probes]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [t.result() for t in tasks]
 
 
 def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> GateResult:

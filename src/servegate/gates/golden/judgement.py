@@ -287,7 +287,12 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
         findings=findings,
         divergences=divergences,
         metrics=_metrics(ev, judged, tie),
-        details={"categories": cats, "probes": [_probe_detail(j) for j in judged]},
+        details={
+            "categories": cats,
+            "probes": [_probe_detail(j) for j in judged],
+            "probes_at_once": ev.concurrency,
+            "batching": [b.as_dict() for b in ev.batching],
+        },
     )
 
 

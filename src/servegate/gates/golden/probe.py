@@ -17,6 +17,7 @@ from functools import cached_property
 from servegate.endpoints.answers import same_answer
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
+from servegate.gates.batching import Batching
 from servegate.gates.golden.responses import ResponsesEvidence
 from servegate.gates.pair import timed_out
 from servegate.gates.tokens import TokenComparison, compare
@@ -148,3 +149,7 @@ class GoldenEvidence:
     logprobs: bool = False  # plain requests asked for top-k logprobs (the baseline returns them)
     # The Responses API prompts (golden_responses); None when they were not sent.
     responses: ResponsesEvidence | None = None
+    # Probes in flight at once on each side, and each side's batching measurement (none when
+    # `golden_concurrency` was set).
+    concurrency: int = 1
+    batching: tuple[Batching, ...] = ()
