@@ -270,7 +270,7 @@ def evaluate(ev: GoldenEvidence, policy: Policy, *, strict: bool = False) -> Gat
         findings += _stream_parity_findings(judged, ev)
     cats = category_rates(judged)
     checks = [
-        _regressions_check(judged, findings),
+        _regressions_check(judged, findings, ev.concurrency),
         canary,
         _structured_check(cats.get("structured")),
         _degeneration_check(ev, findings, policy),
@@ -339,9 +339,12 @@ def _stream_parity_findings(judged: Sequence[Judged], ev: GoldenEvidence) -> lis
     ]
 
 
-def _regressions_check(judged: Sequence[Judged], findings: Sequence[Finding]) -> Check:
+def _regressions_check(
+    judged: Sequence[Judged], findings: Sequence[Finding], at_once: int = 1
+) -> Check:
     """No probe regressed beyond noise, and no other blocking finding (degeneration and hangs
-    have checks of their own)."""
+    have checks of their own). Its power: the probes whose baseline answer changed along its
+    own paths, where a candidate failure reads within noise, are counted beside it."""
     blocking = [f for f in findings if f.blocking]
     regressed = [j for j in judged if j.status is ProbeStatus.REGRESSED]
     # A regression needs a baseline that passes and a candidate that answered.
@@ -355,8 +358,17 @@ def _regressions_check(judged: Sequence[Judged], findings: Sequence[Finding]) ->
         limit="0",
         core=True,
         reason="; ".join(f"{f.probe}: {f.message}" for f in other[:3])[:400],
-        baseline=f"{sum(j.status is ProbeStatus.PASS for j in judged)} pass",
+        baseline=f"{sum(j.status is ProbeStatus.PASS for j in judged)} pass; "
+        + _power(judged, at_once),
     )
+
+
+def _power(judged: Sequence[Judged], at_once: int) -> str:
+    """How many probes could show a regression: those whose baseline answer held along its own
+    paths (a candidate failure on an unstable one reads within noise)."""
+    unstable = sum(bool(j.obs.unstable) for j in judged)
+    sent = "one probe at a time" if at_once == 1 else f"{at_once} probes at once"
+    return f"{unstable} of {len(judged)} unstable on the baseline's own paths ({sent})"
 
 
 def _degeneration_check(ev: GoldenEvidence, findings: Sequence[Finding], policy: Policy) -> Check:

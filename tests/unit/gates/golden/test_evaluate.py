@@ -125,6 +125,23 @@ def test_a_regression_on_a_probe_the_baseline_itself_answers_differently_is_with
     assert evaluate(_evidence(obs), Policy(), strict=True).status is Status.INCONCLUSIVE
 
 
+def test_the_regressions_check_says_how_many_probes_could_not_show_a_regression() -> None:
+    # Its power: a candidate failure on a probe the baseline answers unstably reads within
+    # noise, so the check counts those beside its verdict, and says how the probes were sent.
+    unstable = _obs(OK_PROBE, _text("OK"), _text("OK"), b_hit=_text("OK."))
+    steady = _obs(ZH_PROBE, _text("天空是蓝色的。"), _text("天空是蓝色的。"))
+    ev = GoldenEvidence((unstable, steady), "http://b/v1", "http://c/v1", "m", concurrency=4)
+    check = next(c for c in evaluate(ev, Policy()).checks if c.name == "regressions")
+    assert check.outcome == "pass"
+    assert (
+        check.baseline == "2 pass; 1 of 2 unstable on the baseline's own paths (4 probes at once)"
+    )
+    alone = evaluate(_evidence(steady), Policy()).checks
+    assert next(c for c in alone if c.name == "regressions").baseline.endswith(
+        "0 of 1 unstable on the baseline's own paths (one probe at a time)"
+    )
+
+
 def _lp(token: str, logprob: float, *alts: tuple[str, float]) -> TokenLogprob:
     return TokenLogprob(token, logprob, ((token, logprob), *alts))
 
