@@ -62,13 +62,16 @@ def findings(report: dict[str, Any], gate_name: str) -> list[dict[str, Any]]:
 def test_benign_config_change_passes(
     clean_engine: RunningEngine, benign_engine: RunningEngine, tmp_path: Path
 ) -> None:
-    proc, report = gate(clean_engine, benign_engine, tmp_path)
+    auto = tmp_path / "auto.yaml"
+    auto.write_text("golden_concurrency: auto\n")
+    proc, report = gate(clean_engine, benign_engine, tmp_path, "--config", str(auto))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert report["verdict"] == "pass"
     assert report["schema_version"] == 4
     golden = next(g for g in report["gates"] if g["name"] == "golden")
     assert golden["metrics"]["exact_match_rate"] == 1.0
-    # llama-cpp-python serves one request at a time: golden measured it and sent one at a time.
+    # llama-cpp-python serves one request at a time: asked to send as many probes at once as
+    # both sides batch, golden measured that and sent them one at a time.
     batching = golden["details"]["batching"]
     assert [(b["side"], b["batches"]) for b in batching] == [
         ("baseline", False),

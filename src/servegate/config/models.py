@@ -263,13 +263,16 @@ class GateConfig(_Frozen):
         description="Only the golden probes of these categories (each must be in the suite).",
     )
     golden_concurrency: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = Field(
-        default="auto",
+        default=1,
         description="Golden probes in flight at once on each side. auto: as many as both "
         "sides batch — each side is sent one short request alone and 4 at once; a side that "
         "answers the 4 within 2× the time of one batches (vLLM does; llama-cpp-python serves "
-        "one at a time), and then 4 probes go at once, else 1. The baseline's own paths "
-        "(streamed, cache hit) are sent the same way, so its noise is measured as the probes "
-        "are sent.",
+        "one at a time), and then 4 probes go at once, else 1; the baseline's own paths are "
+        "sent the same way, so its noise is measured as the probes are sent. Faster on a "
+        "batching server, less power per probe: vLLM's answers vary with the requests beside "
+        "them (on 2 cores: golden 100 s instead of 283 s, but 10 of 38 probes unstable on the "
+        "baseline and the stream-parity limit 0 % → 35-88 %; docs/gates.md). Default 1: one "
+        "at a time, the full power.",
     )
     request_deadline_s: PositiveSeconds = Field(
         default=60.0,

@@ -129,6 +129,7 @@ def test_the_line_is_twice_the_time_of_one_alone(
 
 
 def _golden(baseline: Server, candidate: Server, **settings: Any) -> Any:
+    settings = {"golden_concurrency": "auto", **settings}
     cfg = GateConfig.model_validate(
         {"baseline": {"url": baseline.base_url}, "candidate": {"url": candidate.base_url},
          "categories": ["canary"], **settings}
@@ -172,3 +173,16 @@ def test_a_set_concurrency_is_used_without_measuring() -> None:
     assert (ev.concurrency, ev.batching) == (2, ())
     assert not any("twelve" in m for m, _ in b.starts + c.starts)  # nothing measured
     assert max(n for _, n in b.starts) == 2
+
+
+def test_by_default_golden_sends_one_probe_at_a_time_without_measuring() -> None:
+    # auto costs power per probe on a server that is not batch-invariant (docs/gates.md): opt-in.
+    assert GateConfig.model_fields["golden_concurrency"].default == 1
+    b, c = Server("b", serial=False), Server("c", serial=False)
+    cfg = GateConfig.model_validate(
+        {"baseline": {"url": b.base_url}, "candidate": {"url": c.base_url},
+         "categories": ["canary"]}
+    )  # fmt: skip
+    ev = asyncio.run(collect(EndpointPair(b, c), cfg))
+    assert (ev.concurrency, ev.batching) == (1, ())
+    assert max(n for _, n in b.starts + c.starts) == 1
