@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from tests.unit.stub_endpoint import StubEndpoint
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing
+from servegate.endpoints.types import Completion, Timing
 from servegate.gates import batching
 from servegate.gates.golden.collect import collect
 from servegate.gates.pair import EndpointPair
@@ -21,24 +22,17 @@ from servegate.gates.pair import EndpointPair
 LATENCY_S = 0.2
 
 
-class Server:
+class Server(StubEndpoint):
     """Answers every request after LATENCY_S; `serial` ones take requests one at a time (a lock,
     as llama-cpp-python does). Counts the requests in flight, the isolation ones aside."""
 
     def __init__(self, name: str, *, serial: bool, fail: bool = False) -> None:
-        self._name, self.fail = name, fail
+        super().__init__(name, raw_status=404)  # serves no Responses API
+        self.fail = fail
         self._lock = asyncio.Lock() if serial else None
         self.in_flight = self.most_in_flight = 0
         # (the chat request's messages, the requests in flight when it came in, itself included)
         self.starts: list[tuple[str, int]] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self._name}/v1"
 
     async def _answer(self, body: Mapping[str, Any]) -> Completion:
         self.in_flight += 1
@@ -67,24 +61,6 @@ class Server:
 
     async def chat(self, body: Mapping[str, Any], *, deadline_s: float | None = None) -> Completion:
         return await self._answer(body)
-
-    async def embeddings(
-        self, body: Mapping[str, Any], *, deadline_s: float | None = None
-    ) -> Embeddings:
-        raise NotImplementedError
-
-    async def raw(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | None = None,
-        *,
-        deadline_s: float | None = None,
-    ) -> RawResponse:
-        return RawResponse(status=404, body=b"")
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _measure(server: Server) -> batching.Batching:

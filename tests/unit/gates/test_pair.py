@@ -6,27 +6,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from tests.unit.stub_endpoint import StubEndpoint
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing
+from servegate.endpoints.types import Completion, Timing
 from servegate.gates.pair import EndpointPair, timed_out
 
 
-class SleepyEndpoint:
+class SleepyEndpoint(StubEndpoint):
     """Answers after `latency_s`, or times out at its deadline; logs every call in order."""
 
     def __init__(self, name: str, latency_s: float, log: list[str], url: str = "") -> None:
-        self._name, self.latency_s, self.log = name, latency_s, log
-        self._url = url or f"http://{name}/v1"
+        super().__init__(name, url)
+        self.latency_s, self.log = latency_s, log
         self.deadlines: list[float | None] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def base_url(self) -> str:
-        return self._url
 
     async def completion(
         self, body: Mapping[str, Any], *, deadline_s: float | None = None
@@ -48,24 +41,6 @@ class SleepyEndpoint:
         done = int(loop.time() * 1e9)
         timing = Timing(sent_ns=sent, token_chunk_ns=(done,), token_chunk_tokens=(1,), done_ns=done)
         return Completion(status=200, content="OK", finish_reason="stop", timing=timing)
-
-    async def embeddings(
-        self, body: Mapping[str, Any], *, deadline_s: float | None = None
-    ) -> Embeddings:
-        raise NotImplementedError
-
-    async def raw(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | None = None,
-        *,
-        deadline_s: float | None = None,
-    ) -> RawResponse:
-        raise NotImplementedError  # fmt: skip
-
-    async def aclose(self) -> None:
-        return None
 
 
 REQUEST = {"messages": [{"role": "user", "content": "Reply with exactly: OK"}]}

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from tests.unit.stub_endpoint import StubEndpoint
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing, Usage
+from servegate.endpoints.types import Completion, Timing, Usage
 from servegate.load import (
     Arrival,
     BenchBounds,
@@ -30,23 +31,16 @@ from servegate.load import (
 MS = 1_000_000
 
 
-class FakeEndpoint:
+class FakeEndpoint(StubEndpoint):
     """Answers every request after `delay_s` with two tokens; every `fail_every`-th fails."""
 
     def __init__(self, delay_s: float = 0.0, fail_every: int = 0) -> None:
+        super().__init__("fake", "http://fake:8000/v1?token=secret")
         self.delay_s = delay_s
         self.fail_every = fail_every
         self.bodies: list[Mapping[str, Any]] = []
         self.in_flight = 0
         self.peak = 0
-
-    @property
-    def name(self) -> str:
-        return "fake"
-
-    @property
-    def base_url(self) -> str:
-        return "http://fake:8000/v1?token=secret"
 
     async def chat(self, body: Mapping[str, Any], *, deadline_s: float | None = None) -> Completion:
         self.bodies.append(body)
@@ -75,24 +69,6 @@ class FakeEndpoint:
         )
 
     completion = chat
-
-    async def embeddings(
-        self, body: Mapping[str, Any], *, deadline_s: float | None = None
-    ) -> Embeddings:
-        raise NotImplementedError
-
-    async def raw(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | None = None,
-        *,
-        deadline_s: float | None = None,
-    ) -> RawResponse:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _items(index: int) -> WorkItem:

@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from tests.unit.stub_endpoint import StubEndpoint
 
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing, Usage
+from servegate.endpoints.types import Completion, Embeddings, Timing, Usage
 from servegate.load import BenchBounds, closed_loop, open_loop
 from servegate.load.embeddings import (
     EmbeddingsWorkload,
@@ -69,21 +70,14 @@ def test_request_i_is_always_the_same_inputs_and_no_input_repeats() -> None:
     assert len(texts) == len(set(texts)) == 12
 
 
-class FakeEndpoint:
+class FakeEndpoint(StubEndpoint):
     """Answers each embeddings request with one 4-float vector per input after `delay_s`."""
 
     def __init__(self, delay_s: float = 0.001) -> None:
+        super().__init__("fake", "http://fake:8000/v1")
         self.delay_s = delay_s
         self.bodies: list[Mapping[str, Any]] = []
         self.in_flight = self.peak = 0
-
-    @property
-    def name(self) -> str:
-        return "fake"
-
-    @property
-    def base_url(self) -> str:
-        return "http://fake:8000/v1"
 
     async def embeddings(
         self, body: Mapping[str, Any], *, deadline_s: float | None = None
@@ -104,19 +98,6 @@ class FakeEndpoint:
         raise NotImplementedError
 
     completion = chat
-
-    async def raw(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | None = None,
-        *,
-        deadline_s: float | None = None,
-    ) -> RawResponse:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def test_a_sweep_sends_warmup_then_each_step_with_fresh_inputs() -> None:

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from tests.unit.stub_endpoint import StubEndpoint
 
 from servegate.config.models import EndpointConfig, GateConfig, Policy
 from servegate.endpoints.errors import ErrorCategory, RequestError
-from servegate.endpoints.types import Completion, Embeddings, RawResponse, Timing, ToolCall
+from servegate.endpoints.types import Completion, Timing, ToolCall
 from servegate.gates.context import ContextPlan, collect, evaluate
 from servegate.gates.context.collect import LONG_STREAM_REQUEST
 from servegate.gates.context.plan import Kind, full_grid
@@ -29,26 +30,18 @@ LONG_PROMPT = LONG_STREAM_REQUEST["messages"][0]["content"]
 CODE = re.compile(r"The secret code for (\w+) is (\d+)\.")
 
 
-class FakeEndpoint:
+class FakeEndpoint(StubEndpoint):
     """A deterministic server: recalls every needle, calls the forced tool, serves the cache
     hit fast, and streams the long story for 5 s (so a shorter deadline cuts it)."""
 
     def __init__(
         self, name: str, hang_over_chars: int | None = None, first_token_s: float = 0.0
     ) -> None:
-        self._name = name
+        super().__init__(name)
         self.first_token_s = first_token_s
         self.hang_over_chars = hang_over_chars
         self.log: list[tuple[str, float | None]] = []
         self._last: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self._name}/v1"
 
     async def completion(
         self, body: Mapping[str, Any], *, deadline_s: float | None = None
@@ -81,24 +74,6 @@ class FakeEndpoint:
         ttft_ns = 40_000_000 if repeated else 900_000_000
         timing = Timing(sent_ns=1, token_chunk_ns=(1 + ttft_ns,), done_ns=2 + ttft_ns)
         return Completion(status=200, content=answer, finish_reason="stop", timing=timing)
-
-    async def embeddings(
-        self, body: Mapping[str, Any], *, deadline_s: float | None = None
-    ) -> Embeddings:
-        raise NotImplementedError
-
-    async def raw(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | None = None,
-        *,
-        deadline_s: float | None = None,
-    ) -> RawResponse:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def test_two_identical_servers_pass_every_probe() -> None:
