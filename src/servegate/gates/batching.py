@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.types import Completion
@@ -46,14 +46,7 @@ class Batching:
     why: str
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "side": self.side,
-            "width": self.width,
-            "alone_s": self.alone_s,
-            "together_s": self.together_s,
-            "batches": self.batches,
-            "why": self.why,
-        }
+        return asdict(self)
 
 
 def judge(

@@ -134,9 +134,8 @@ async def _width(pair: EndpointPair, cfg: GateConfig) -> tuple[int, tuple[Batchi
     if cfg.golden_concurrency != "auto":
         return cfg.golden_concurrency, ()
     dl = cfg.request_deadline_s
-    sides = [pair.baseline] if not pair.at_once and pair.baseline is pair.candidate else [
-        pair.baseline, pair.candidate
-    ]  # fmt: skip
+    one_server = pair.baseline is pair.candidate
+    sides = [pair.baseline] if one_server else [pair.baseline, pair.candidate]
     measured = tuple([await batching.measure(pair, ep, gate=NAME, deadline_s=dl) for ep in sides])
     return (batching.WIDTH if all(m.batches for m in measured) else 1), measured
 
