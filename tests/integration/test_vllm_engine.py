@@ -144,7 +144,8 @@ def test_vllm_032_against_itself_passes_with_its_noise_floor_measured(
     # One server under two names: the sides one after the other (the documented setting), or a
     # baseline "repeat" can share a batch with the candidate's request (0.0018 nats, measured).
     config = tmp_path / "one-server.yaml"
-    config.write_text("sides_at_once: false\n")
+    # Its noise floor is what this test measures: sent even though the answers are identical.
+    config.write_text("sides_at_once: false\nbaseline_paths: always\n")
     proc = run_servegate(
         "gate", "--config", str(config), "--baseline", vllm_url,
         "--candidate", vllm_url.replace("127.0.0.1", "localhost"),

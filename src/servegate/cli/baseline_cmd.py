@@ -125,6 +125,8 @@ def record(
                 "categories": categories or None,
                 "numerics_prompts": numerics_prompts,
                 "policy": load_policy(policy_path) if policy_path else Policy(),
+                # Its noise is measured whatever its own answers: a later candidate may need it.
+                "baseline_paths": "always",
             },
             "command line",
             _RECORD_FLAGS,

@@ -12,7 +12,8 @@ from servegate.store.resume import changed
 
 # What a run against a stored baseline may set anew: which servers (the baseline's is the one it
 # was recorded from) and where their logs go, how long to wait, how strictly to judge what was
-# not measured, and the load of the performance gate, which a stored baseline does not measure.
+# not measured, the load of the performance gate, which a stored baseline does not measure, and
+# when the baseline's own noise is read (a recording always holds it: `baseline_paths`).
 # Everything else (policy, suite, categories, prompts, model) must be what it was recorded with.
 FREE_KEYS = frozenset(
     {
@@ -29,6 +30,7 @@ FREE_KEYS = frozenset(
         "performance",
         "run_dir",
         "log_patterns",
+        "baseline_paths",
     }
 )
 

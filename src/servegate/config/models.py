@@ -274,6 +274,19 @@ class GateConfig(_Frozen):
         "baseline and the stream-parity limit 0 % → 35-88 %; docs/gates.md). Default 1: one "
         "at a time, the full power.",
     )
+    baseline_paths: Literal["when-needed", "always"] = Field(
+        default="when-needed",
+        description="When the baseline's own noise is measured (numerics' noise floor along "
+        "its paths, golden's cache-hit path): when-needed sends those requests, to the "
+        "baseline only, once a candidate answer could be judged differently with the noise "
+        "than without it (numerics: a token flip, or a mean absolute Δlogprob above the "
+        "tolerance alone; golden: a probe the candidate fails, streams differently or "
+        "degenerates on). The noise only widens limits and excuses failures, so a candidate "
+        "that passes without it passes with it: the verdict is the same, and an identical "
+        "candidate is judged without the default plan's 98 baseline-only requests. The report "
+        "says which were not sent and why. always: every run measures them (`baseline record` "
+        "always does, for the candidates compared with it later).",
+    )
     request_deadline_s: PositiveSeconds = Field(
         default=60.0,
         description="Total deadline of each gate request; a request that passes it is a "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from asyncio import Future
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from servegate.config.models import GateConfig, Policy
@@ -22,9 +23,16 @@ from servegate.endpoints.types import Completion
 from servegate.gates import batching
 from servegate.gates.batching import Batching
 from servegate.gates.golden.judgement import evaluate as evaluate_probes
-from servegate.gates.golden.probe import NAME, GoldenEvidence, ProbeObservation, ProbeStatus
+from servegate.gates.golden.probe import (
+    HIT_NOT_SENT,
+    NAME,
+    GoldenEvidence,
+    ProbeObservation,
+    ProbeStatus,
+    needs_noise,
+)
 from servegate.gates.golden.responses import collect_responses, with_responses
-from servegate.gates.pair import EndpointPair
+from servegate.gates.pair import EndpointPair, not_sent
 from servegate.probes import Probe, Suite, default_suite, load_suite
 from servegate.verdict.model import GateResult
 
@@ -59,10 +67,29 @@ def with_logprobs(probe: Probe) -> dict[str, Any]:
     return {**request, "logprobs": TOP_LOGPROBS}
 
 
+HIT_PART = "the baseline's own path (cache hit)"
+
+
+class _HitPath:
+    """Whether the baseline's cache-hit path is sent. With `baseline_paths: when-needed` it is
+    held back until a probe's candidate answers need the baseline's noise (`needs_noise`); from
+    then on it is sent as with `always`, and the probes held back before are given theirs at
+    the end (`fill`), so every judgement that uses the noise sees all of it."""
+
+    def __init__(self, always: bool) -> None:
+        self.sending = always
+
+    def __call__(self, obs: ProbeObservation) -> bool:
+        """True when `obs` (its cache hit not sent) needs it: sending starts here."""
+        self.sending = self.sending or needs_noise(obs)
+        return self.sending
+
+
 async def _observe(
-    pair: EndpointPair, probe: Probe, cfg: GateConfig, logprobs: bool
+    pair: EndpointPair, probe: Probe, cfg: GateConfig, logprobs: bool, hit_path: _HitPath
 ) -> ProbeObservation:
-    """The five answers of one probe, in RUNS order."""
+    """The five answers of one probe, in RUNS order (the cache hit a placeholder when it is not
+    needed yet: `_HitPath`)."""
     plain = with_logprobs(probe) if logprobs else dict(probe.request)
     streamed = {**probe.request, "stream": True}
     dl, api, pid = cfg.request_deadline_s, probe.api, probe.id
@@ -70,18 +97,21 @@ async def _observe(
     async def send(ep: Any, body: Mapping[str, Any], label: str, **kw: Any) -> Completion:
         return await pair.send(ep, api, body, gate=NAME, probe=f"{pid}{label}", deadline_s=dl, **kw)
 
+    async def hit() -> Completion:
+        with part(HIT_PART):
+            return await send(pair.baseline, plain, ":cache-hit", isolate=False)
+
     loop = asyncio.get_running_loop()
     ref: Future[Completion] = loop.create_future()
     ref_stream: Future[Completion] = loop.create_future()
 
-    async def baseline() -> tuple[Completion, Completion, Completion]:
+    async def baseline() -> tuple[Completion, Completion, Completion | None]:
         b = await send(pair.baseline, plain, "")
         ref.set_result(b)
         with part(STREAMED):
             b_stream = await send(pair.baseline, streamed, ":stream")
         ref_stream.set_result(b_stream)
-        with part("the baseline's own path (cache hit)"):
-            return b, b_stream, await send(pair.baseline, plain, ":cache-hit", isolate=False)
+        return b, b_stream, (await hit() if hit_path.sending else None)
 
     async def candidate() -> tuple[Completion, Completion]:
         def against(body: Mapping[str, Any], label: str, r: Future[Completion]) -> Any:
@@ -95,7 +125,34 @@ async def _observe(
             return c, await against(streamed, ":stream", ref_stream)
 
     (b, b_stream, b_hit), (c, c_stream) = await pair.sides(baseline, candidate)
-    return ProbeObservation(probe, b, b_stream, b_hit, c, c_stream)
+    obs = ProbeObservation(probe, b, b_stream, b_hit or not_sent("baseline", HIT_NOT_SENT), c,
+                           c_stream)  # fmt: skip
+    if b_hit is None and hit_path(obs):  # right after its own stream: still a cache hit
+        obs = replace(obs, baseline_hit=await hit())
+    return obs
+
+
+async def _fill(
+    pair: EndpointPair, observations: list[ProbeObservation], cfg: GateConfig, logprobs: bool
+) -> list[ProbeObservation]:
+    """The cache hits held back before a probe needed them: each probe sent again (isolated, so
+    the server holds its prefix), then at once again without isolation, the cache hit."""
+    out = []
+    for obs in observations:
+        if not obs.hit_not_sent:
+            out.append(obs)
+            continue
+        probe = obs.probe
+        plain = with_logprobs(probe) if logprobs else dict(probe.request)
+        dl = cfg.request_deadline_s
+        with part(HIT_PART):
+            await pair.send(pair.baseline, probe.api, plain, gate=NAME,
+                            probe=f"{probe.id}:cache-hit:prime", deadline_s=dl)  # fmt: skip
+            got = await pair.send(pair.baseline, probe.api, plain, gate=NAME,
+                                  probe=f"{probe.id}:cache-hit", deadline_s=dl,
+                                  isolate=False)  # fmt: skip
+        out.append(replace(obs, baseline_hit=got))
+    return out
 
 
 async def collect(
@@ -117,7 +174,10 @@ async def collect(
     logprobs = pilot.ok and bool(pilot.logprobs)
     with part("batching"):
         width, measured = await _width(pair, cfg)
-    observations = await _observe_all(pair, probes, cfg, logprobs, width, progress)
+    hit_path = _HitPath(cfg.baseline_paths == "always")
+    observations = await _observe_all(pair, probes, cfg, logprobs, width, progress, hit_path)
+    if hit_path.sending:
+        observations = await _fill(pair, observations, cfg, logprobs)
     with part("Responses API"):
         responses = await collect_responses(pair, cfg)  # /v1/responses, where served
     if progress is not None:
@@ -147,6 +207,7 @@ async def _observe_all(
     logprobs: bool,
     width: int,
     progress: ProgressFn | None,
+    hit_path: _HitPath,
 ) -> list[ProbeObservation]:
     """Every probe observed, `width` at a time, in suite order."""
     if width == 1:
@@ -154,7 +215,7 @@ async def _observe_all(
         for i, probe in enumerate(probes):
             if progress is not None:
                 progress(i, len(probes), probe.id)
-            out.append(await _observe(pair, probe, cfg, logprobs))
+            out.append(await _observe(pair, probe, cfg, logprobs, hit_path))
         return out
     slots = asyncio.Semaphore(width)
     done = 0
@@ -162,7 +223,7 @@ async def _observe_all(
     async def one(probe: Probe) -> ProbeObservation:
         nonlocal done
         async with slots:
-            observation = await _observe(pair, probe, cfg, logprobs)
+            observation = await _observe(pair, probe, cfg, logprobs, hit_path)
         done += 1
         if progress is not None:
             progress(done, len(probes), probe.id)

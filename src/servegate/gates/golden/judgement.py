@@ -368,6 +368,12 @@ def _power(judged: Sequence[Judged], at_once: int) -> str:
     paths (a candidate failure on an unstable one reads within noise)."""
     unstable = sum(bool(j.obs.unstable) for j in judged)
     sent = "one probe at a time" if at_once == 1 else f"{at_once} probes at once"
+    held = sum(j.obs.hit_not_sent for j in judged)
+    if held:  # baseline_paths: when-needed, and no probe needed it (probe.needs_noise)
+        sent += (
+            f"; its cache-hit path not sent to {held}: no candidate answer could be judged "
+            "differently with it"
+        )
     return f"{unstable} of {len(judged)} unstable on the baseline's own paths ({sent})"
 
 
@@ -580,6 +586,7 @@ def _metrics(ev: GoldenEvidence, judged: Sequence[Judged], tie: float) -> dict[s
         **{str(s).replace("-", "_"): count[s] for s in ProbeStatus},
         "changed": len(both_ok) - same,
         "unstable_on_baseline": sum(1 for o in obs if o.unstable),
+        "cache_hits_not_sent": sum(1 for o in obs if o.hit_not_sent),
         "exact_match_rate": round(same / len(both_ok), 4) if both_ok else None,
         "near_tie_limit_nats": tie,
         "logprobs_requested": ev.logprobs,

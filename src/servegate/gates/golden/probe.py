@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 
-from servegate.endpoints.answers import same_answer
+from servegate.endpoints.answers import degenerate_relative, same_answer
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.types import Completion
 from servegate.gates.batching import Batching
@@ -22,10 +22,16 @@ from servegate.gates.golden.responses import ResponsesEvidence
 from servegate.gates.pair import timed_out
 from servegate.gates.tokens import TokenComparison, compare
 from servegate.probes import Probe, ProbeOutcome, check_probe
+from servegate.stats.degeneration import degeneration_metrics, severe_kind
 
 NAME = "golden"
 # The answers of one probe, in the order they are collected.
 RUNS = ("baseline", "baseline-stream", "baseline-hit", "candidate", "candidate-stream")
+# The cache hit's placeholder while no probe needs the baseline's noise (`needs_noise`).
+HIT_NOT_SENT = (
+    "not needed: no candidate answer could be judged differently with the baseline's noise "
+    "(baseline_paths: always sends it)"
+)
 
 
 class ProbeStatus(StrEnum):
@@ -71,6 +77,12 @@ class ProbeObservation:
         return [name for name, r in runs if r.ok and not same_answer(r, self.baseline)]
 
     @property
+    def hit_not_sent(self) -> bool:
+        """The cache hit was held back: no probe needed the baseline's noise (`needs_noise`)."""
+        error = self.baseline_hit.error
+        return error is not None and error.message == HIT_NOT_SENT
+
+    @property
     def stream_mismatch(self) -> tuple[bool, bool] | None:
         """(baseline, candidate): the streamed answer differs from the plain one."""
         runs = (self.baseline, self.baseline_stream, self.candidate, self.candidate_stream)
@@ -93,6 +105,25 @@ class ProbeObservation:
         """Candidate runs that timed out (after the scaled deadline and one retry)."""
         runs = (("plain", self.candidate), ("streamed", self.candidate_stream))
         return [name for name, r in runs if timed_out(r)]
+
+
+def needs_noise(obs: ProbeObservation) -> bool:
+    """Whether the probe's judgement can depend on the baseline's own noise — its cache-hit
+    answer, and the near-tie limit, degeneration kinds and allowance drawn from all of them.
+    It can where the candidate fails a probe the baseline passes (within noise? explained?),
+    fails when streamed where the baseline's stream passes, streams an answer different from
+    its plain one where the baseline's does not, or writes a degenerate answer that is not the
+    baseline's own. Anywhere else the noise is never read, whatever it is."""
+    if obs.baseline_passed and not obs.candidate_outcome.passed:
+        return True
+    if obs.stream_outcomes == (True, False) or obs.stream_mismatch == (False, True):
+        return True
+    for c, b in ((obs.candidate, obs.baseline), (obs.candidate_stream, obs.baseline_stream)):
+        if not (c.ok and b.ok) or same_answer(c, b):
+            continue
+        if severe_kind(degeneration_metrics(c.text)) or degenerate_relative(c.text, b.text):
+            return True
+    return False
 
 
 @dataclass(frozen=True)

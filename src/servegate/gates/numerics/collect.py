@@ -22,8 +22,15 @@ from servegate.config.models import GateConfig
 from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion
 from servegate.gates.numerics.echo_route import EchoCheck
-from servegate.gates.numerics.judgement import evaluate
-from servegate.gates.numerics.noise import NAME, PATHS, NoiseFloor, ProbeRequest
+from servegate.gates.numerics.judgement import evaluate, floor_not_needed
+from servegate.gates.numerics.noise import (
+    NAME,
+    PATHS,
+    NoiseFloor,
+    ProbeRequest,
+    along_paths,
+    first_answer,
+)
 from servegate.gates.numerics.noise import collect as collect_noise
 from servegate.gates.numerics.perplexity import (
     TextScore,
@@ -91,7 +98,7 @@ async def collect(
     dl = cfg.request_deadline_s
     requests = await plan(pair, opts, dl)
     if noise is None:  # the baseline's first answers come with its noise floor
-        noise, observations = await _noise_and_candidate(pair, requests, opts, dl)
+        noise, observations = await _noise_and_candidate(pair, requests, cfg, opts)
     else:
         observations = []
         for req in requests:  # both sides, at once when the pair allows it
@@ -148,20 +155,28 @@ async def collect(
 
 
 async def _noise_and_candidate(
-    pair: EndpointPair, requests: Sequence[ProbeRequest], opts: NumericsConfig, dl: float
+    pair: EndpointPair, requests: Sequence[ProbeRequest], cfg: GateConfig, opts: NumericsConfig
 ) -> tuple[NoiseFloor, list[PromptObservation]]:
     """The baseline's noise floor (its first answer to each probe among it) and the candidate's
     answer to each probe: at the same time when the pair allows it, each candidate request's
-    deadline scaled to the baseline's first answer as it comes in."""
+    deadline scaled to the baseline's first answer as it comes in. With `baseline_paths:
+    when-needed` the paths come after every first answer, and only when the candidate's answers
+    leave a check the floor feeds undecided without it (`floor_not_needed`)."""
+    dl = cfg.request_deadline_s
     paths = PATHS if opts.measure_noise else ()
+    lazy = bool(paths) and cfg.baseline_paths == "when-needed"
     loop = asyncio.get_running_loop()
     refs: dict[str, asyncio.Future[Completion]] = {r.probe: loop.create_future() for r in requests}
 
     def first(probe: str, answer: Completion) -> None:
         refs[probe].set_result(answer)
 
-    async def baseline() -> NoiseFloor:
-        return await collect_noise(pair, requests, deadline_s=dl, paths=paths, on_first=first)
+    async def baseline() -> NoiseFloor | None:
+        if not lazy:
+            return await collect_noise(pair, requests, deadline_s=dl, paths=paths, on_first=first)
+        for r in requests:
+            first(r.probe, await first_answer(pair, r, dl))
+        return None
 
     async def candidate() -> list[Completion]:
         return [
@@ -173,10 +188,18 @@ async def _noise_and_candidate(
         ]  # fmt: skip
 
     noise, answers = await pair.sides(baseline, candidate)
-    return noise, [
+    observations = [
         PromptObservation(r, refs[r.probe].result(), c)
         for r, c in zip(requests, answers, strict=True)
     ]
+    if noise is None:
+        why = floor_not_needed(observations, cfg.policy, pair.model)
+        if why is not None:
+            noise = NoiseFloor.skipped(why)
+        else:
+            firsts = {o.request.probe: o.baseline for o in observations}
+            noise = await along_paths(pair, requests, firsts, deadline_s=dl, paths=paths)
+    return noise, observations
 
 
 async def _cross(

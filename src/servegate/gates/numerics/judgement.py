@@ -170,6 +170,37 @@ def _flip_finding(o: PromptObservation, d: Divergence, tie: float, ev: NumericsE
     )
 
 
+def floor_not_needed(
+    observations: Sequence[PromptObservation], policy: Policy, model: str | None
+) -> str | None:
+    """Why the baseline's noise floor cannot change this verdict, or None when it can.
+
+    The floor feeds two checks, and only ever widens their limits: the near-tie limit (never
+    below `near_tie_margin_nats`) and the |Δlogprob| limit (`noise_k` × floor + tolerance,
+    never below the tolerance). When every probe compared token for token with no flip, and
+    the mean |Δlogprob| is within the tolerance alone, both pass at the narrowest limits, so
+    they pass at any floor. Anything else — a flip, more drift, a probe not compared — needs
+    the floor."""
+    tolerance = policy.tolerance_for(model).dlogprob_nats
+    drifts: list[float | None] = []
+    for o in observations:
+        tokens = token_pair(o.baseline, o.candidate)
+        if non_finite(o.baseline) or non_finite(o.candidate) or tokens is None:
+            return None
+        cmp = compare(o.request.probe, *tokens)
+        if not cmp.exact:
+            return None
+        drifts.append(cmp.mean_abs_dlogprob)
+    drift = _mean(drifts)
+    if not observations or drift is None or drift > tolerance:
+        return None
+    return (
+        f"not needed: all {len(observations)} probes answered token for token as the baseline, "
+        f"mean |Δlogprob| {drift:.4f} ≤ the tolerance alone ({tolerance:g} nats), so no floor "
+        "could change a check it feeds (baseline_paths: always measures it)"
+    )
+
+
 def _mean(values: Sequence[float | None]) -> float | None:
     got = [v for v in values if v is not None]
     return sum(got) / len(got) if got else None
@@ -214,7 +245,9 @@ def _magnitude_checks(
         policy_key="noise_k, tolerance.dlogprob_nats",
         core="prefix_dlogprob" in required,
         row=ROW_DRIFT,
-        baseline=f"floor {floor_dlp:.4f} nats ({floor.source})",
+        baseline=f"floor {floor.not_needed}"
+        if floor.not_needed
+        else f"floor {floor_dlp:.4f} nats ({floor.source})",
         limit_text=f"≤ {dlp_limit:.4f} nats ({policy.noise_k:g} × floor {floor_dlp:.4f} + "
         f"tolerance {tol.dlogprob_nats:g})",
         why_missing=why_none,
@@ -436,7 +469,7 @@ def evaluate(ev: NumericsEvidence, policy: Policy, *, strict: bool = False) -> G
     prompt, prompt_findings = prompt_check(ev)
     findings += prompt_findings
     checks += [prompt, ppl, cross, *_candidate_checks(ev, probes, policy)]
-    if not ev.noise.measured:
+    if not ev.noise.measured and not ev.noise.not_needed:
         why = "no path of the baseline gave comparable answers: limits use the tolerance alone"
         checks.append(not_measured("noise_floor", "the baseline's noise floor", why))
     metrics = {

@@ -64,11 +64,19 @@ class NoiseFloor:
     comparisons: tuple[PathComparison, ...]
     latency_spread: DistributionSummary  # |e2el_a - e2el_b| / max, per repeat pair
     unmeasured_paths: tuple[str, ...] = ()  # paths tried that gave no comparable answer
+    # Why the paths were not sent: the candidate's answers decided every check the floor feeds
+    # without it (judgement.floor_not_needed); "" when they were sent or tried.
+    not_needed: str = ""
 
     @classmethod
     def zero(cls) -> NoiseFloor:
         """No A/A data: limits fall back to the policy tolerance alone (and the report says so)."""
         return cls((), DistributionSummary.from_values(()))
+
+    @classmethod
+    def skipped(cls, why: str) -> NoiseFloor:
+        """The paths were not sent because the floor could not change the verdict: `why`."""
+        return cls((), DistributionSummary.from_values(()), not_needed=why)
 
     @property
     def measured(self) -> bool:
@@ -76,7 +84,7 @@ class NoiseFloor:
 
     @property
     def source(self) -> str:
-        return "+".join(self.paths) or "none"
+        return "+".join(self.paths) or ("not needed" if self.not_needed else "none")
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -133,6 +141,7 @@ class NoiseFloor:
             "aa_latency_spread_p50": self.latency_spread.p50,
             "aa_latency_spread_max": self.latency_spread.max,
             "aa_unmeasured_paths": ",".join(self.unmeasured_paths) or None,
+            "aa_not_needed": self.not_needed or None,
         }
         for path in self.paths:
             key = path.replace("-", "_")
@@ -216,6 +225,44 @@ async def _along(
     return out
 
 
+async def first_answer(pair: EndpointPair, req: ProbeRequest, deadline_s: float) -> Completion:
+    """The baseline's first answer to `req`, isolated: what every path and the candidate are
+    compared with."""
+    return await pair.send(
+        pair.baseline, req.api, req.body, gate=NAME, probe=f"aa:first:{req.probe}",
+        deadline_s=deadline_s,
+    )  # fmt: skip
+
+
+class _Floor:
+    """The comparisons of each path's answer with the first answer, as they come in."""
+
+    def __init__(self) -> None:
+        self.comparisons: list[PathComparison] = []
+        self.spreads: list[float] = []
+        self.tried: set[str] = set()
+
+    def add(
+        self, req: ProbeRequest, first: Completion, answers: list[tuple[str, Completion]]
+    ) -> None:
+        for path, again in answers:
+            self.tried.add(path)
+            tokens = token_pair(first, again)
+            if tokens is None:
+                continue
+            self.comparisons.append(PathComparison(path, compare(req.probe, *tokens)))
+            if path in ("repeat", "replica") and (spread := _spread(first, again)) is not None:
+                self.spreads.append(spread)
+
+    def floor(self) -> NoiseFloor:
+        got = {c.path for c in self.comparisons}
+        return NoiseFloor(
+            tuple(self.comparisons),
+            DistributionSummary.from_values(self.spreads),
+            tuple(sorted(self.tried - got)),
+        )
+
+
 async def collect(
     pair: EndpointPair,
     requests: Sequence[ProbeRequest],
@@ -228,33 +275,29 @@ async def collect(
     """Send each request to the baseline, then along each path (and to the replica), in order.
     The first answer of each probe goes into `firsts` when given, so the comparison with the
     candidate reuses it instead of asking the baseline again, and to `on_first` as it comes."""
-    comparisons: list[PathComparison] = []
-    spreads: list[float] = []
-    tried: set[str] = set()
+    floor = _Floor()
     for req in requests:
-        first = await pair.send(
-            pair.baseline,
-            req.api,
-            req.body,
-            gate=NAME,
-            probe=f"aa:first:{req.probe}",
-            deadline_s=deadline_s,
-        )
+        first = await first_answer(pair, req, deadline_s)
         if firsts is not None:
             firsts[req.probe] = first
         if on_first is not None:
             on_first(req.probe, first)
-        for path, again in await _paths(pair, req, paths, deadline_s):
-            tried.add(path)
-            tokens = token_pair(first, again)
-            if tokens is None:
-                continue
-            comparisons.append(PathComparison(path, compare(req.probe, *tokens)))
-            if path in ("repeat", "replica") and (spread := _spread(first, again)) is not None:
-                spreads.append(spread)
-    got = {c.path for c in comparisons}
-    return NoiseFloor(
-        tuple(comparisons),
-        DistributionSummary.from_values(spreads),
-        tuple(sorted(tried - got)),
-    )
+        floor.add(req, first, await _paths(pair, req, paths, deadline_s))
+    return floor.floor()
+
+
+async def along_paths(
+    pair: EndpointPair,
+    requests: Sequence[ProbeRequest],
+    firsts: Mapping[str, Completion],
+    *,
+    deadline_s: float,
+    paths: Sequence[str] = PATHS,
+) -> NoiseFloor:
+    """The floor from first answers already in hand: each request along each path (and to the
+    replica), compared with its first answer. The `cache-hit` path still follows `repeat` of
+    the same request, so the server can reuse its prefix as in `collect`."""
+    floor = _Floor()
+    for req in requests:
+        floor.add(req, firsts[req.probe], await _paths(pair, req, paths, deadline_s))
+    return floor.floor()
