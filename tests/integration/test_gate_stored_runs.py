@@ -1,5 +1,6 @@
 """The store as memory, against the reference engine: a run killed with SIGKILL and resumed (on
-SQLite and on PostgreSQL), and a baseline recorded, its server stopped, and compared with.
+SQLite; on PostgreSQL too under -m heavy), and a baseline recorded, its server stopped, and
+compared with.
 
 The run compares the clean reference engine with `mixed-dtype` (a regression every measurement
 so far fails) through startup, numerics and the golden canaries. The process is killed with
@@ -91,6 +92,13 @@ def left_alone(
     engine.dispose()
 
 
+# The store's own half of a resume (the resume point, the second attempt, the requests counted
+# once) runs on both databases in tests/unit/orchestration/test_runner.py, and the heartbeat that
+# tells a killed run from a running one in tests/unit/store/test_heartbeat.py; this SIGKILL of a
+# real run repeats them on PostgreSQL at ~90 s, so that half runs under -m heavy.
+@pytest.mark.parametrize(
+    "store_url", ["sqlite", pytest.param("postgresql", marks=pytest.mark.heavy)], indirect=True
+)
 def test_a_run_killed_mid_gate_resumes_to_the_same_verdict_without_duplicates(
     clean_engine: RunningEngine,
     mixed_dtype_engine: RunningEngine,

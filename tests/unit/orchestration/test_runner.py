@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from servegate.cli.gate_resume import resumed_config
 from servegate.config.loader import ConfigError
@@ -92,6 +93,16 @@ def hangs(*, before: Callable[[], None] | None = None) -> GateRunner:
 def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
     with sqlite3.connect(db) as conn:
         return conn.execute(sql).fetchall()
+
+
+def _read(db: str, sql: str) -> list[tuple[Any, ...]]:
+    """`_rows` for a SQLite path or a PostgreSQL URL, through an engine of its own."""
+    engine = create_engine(db if "://" in db else f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()
 
 
 async def test_the_run_deadline_keeps_a_finished_fail_and_marks_the_gates_it_cut_off(
@@ -320,18 +331,22 @@ def counted(name: str, calls: list[str], *, crash_first: bool = False) -> GateRu
 
 
 async def test_a_crashed_run_resumes_only_its_unfinished_gates_as_a_second_attempt(
-    urls: tuple[str, str], tmp_path: Path
+    urls: tuple[str, str], store_url: str
 ) -> None:
-    db = tmp_path / "runs.db"
+    # On SQLite and on PostgreSQL: the store's half of tests/integration/test_gate_stored_runs.py,
+    # whose SIGKILLed run on a real engine runs on SQLite by default (PostgreSQL under -m heavy).
+    db = store_url
     calls: list[str] = []
     gates = {
         "startup": counted("startup", calls),
         "numerics": counted("numerics", calls, crash_first=True),
         "golden": counted("golden", calls),
     }
+    crashed = open_engine(db)
     with pytest.raises(RuntimeError):
-        await run(_cfg(urls), store=open_engine(db), gates=gates)
-    [(run_id, state)] = _rows(db, "select id, state from runs")
+        await run(_cfg(urls), store=crashed, gates=gates)
+    crashed.dispose()
+    [(run_id, state)] = _read(db, "select id, state from runs")
     assert state == "crashed"
 
     store = open_engine(db)
@@ -344,18 +359,18 @@ async def test_a_crashed_run_resumes_only_its_unfinished_gates_as_a_second_attem
     assert calls == ["startup", "numerics", "numerics", "golden"]
     assert (report.run_id, report.attempt, report.verdict) == (run_id, 2, Status.PASS)
     assert [g.name for g in report.gates] == ["startup", "numerics", "golden"]
-    assert _rows(db, "select state, verdict, attempt from runs") == [("finished", "pass", 2)]
-    assert _rows(db, "select gate, attempt from gate_results order by rowid") == [
-        ("startup", 1),
-        ("numerics", 2),
+    assert _read(db, "select state, verdict, attempt from runs") == [("finished", "pass", 2)]
+    assert _read(db, "select gate, attempt from gate_results order by gate") == [
         ("golden", 2),
+        ("numerics", 2),
+        ("startup", 1),
     ]
     # Nothing the killed attempt completed is thrown away, and nothing is counted twice: each
     # gate's timings are those of the attempt that judged it.
-    assert _rows(
+    assert _read(
         db,
         "select gate, attempt, count(*) from requests where gate != 'fingerprint' "
-        "group by gate, attempt",
+        "group by gate, attempt order by gate, attempt",
     ) == [
         ("golden", 2, 2),
         ("numerics", 1, 2),
@@ -363,6 +378,7 @@ async def test_a_crashed_run_resumes_only_its_unfinished_gates_as_a_second_attem
         ("startup", 1, 2),
     ]
     assert len(request_latencies(store, run_id)["baseline"]) == 3
+    store.dispose()
 
 
 async def test_a_resume_is_refused_when_an_endpoint_serves_other_models(
