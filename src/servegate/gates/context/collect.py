@@ -107,11 +107,42 @@ def _spent_s(runs: Sequence[Completion]) -> float:
     return sum(((r.timing.done_ns or r.timing.sent_ns) - r.timing.sent_ns) / 1e9 for r in runs)
 
 
+def _prompt_chars(step: Step) -> int:
+    return sum(len(str(m.get("content") or "")) for m in step.requests[0].get("messages", ()))
+
+
+def _pace(pace: float | None, step: Step, b: Sequence[Completion]) -> float | None:
+    """The baseline's slowest seconds per prompt character on a long prompt so far: `pace`
+    updated with this step's first (isolated, uncached) answer when it is a needle's."""
+    chars = _prompt_chars(step)
+    if step.needle is None or not b or not b[0].ok or b[0].timing.done_ns is None or not chars:
+        return pace
+    seen = _spent_s(b[:1]) / chars
+    return seen if pace is None else max(pace, seen)
+
+
+def baseline_deadline_s(cfg: GateConfig, pace: float | None, step: Step) -> float:
+    """The baseline's deadline for `step`: the request deadline, or for a needle
+    `timeout_latency_factor` × the baseline's own pace on the shorter needles × its prompt, when
+    that is longer. A slow host then answers a long needle late instead of not at all (on a
+    loaded 2-core host the 2,500-token needle took over 60 s); a baseline that hangs still
+    times out, after a multiple of its own measured time."""
+    if pace is None or step.needle is None:
+        return cfg.request_deadline_s
+    scaled = cfg.policy.timeout_latency_factor * pace * _prompt_chars(step)
+    return max(cfg.request_deadline_s, scaled)
+
+
 async def _both_sides(
-    pair: EndpointPair, step: Step, cfg: GateConfig, plan: ContextPlan, send_candidate: bool
+    pair: EndpointPair,
+    step: Step,
+    cfg: GateConfig,
+    plan: ContextPlan,
+    send_candidate: bool,
+    baseline_deadline: float,
 ) -> tuple[tuple[Completion, ...], tuple[Completion, ...]]:
-    """One step on the baseline and (unless `send_candidate` is False: it would only hang again)
-    on the candidate, at the same time when the pair allows it.
+    """One step on the baseline (within `baseline_deadline`) and (unless `send_candidate` is
+    False: it would only hang again) on the candidate, at the same time when the pair allows it.
 
     Time is not content: the candidate gets a multiple of the baseline's own time for the same
     work (floored by the probe deadline) and one retry before it is hung. Started beside the
@@ -120,7 +151,7 @@ async def _both_sides(
     done: asyncio.Future[tuple[Completion, ...]] = asyncio.get_running_loop().create_future()
 
     async def baseline() -> tuple[Completion, ...]:
-        b = await _run_side(pair, pair.baseline, step, cfg.request_deadline_s, plan)
+        b = await _run_side(pair, pair.baseline, step, baseline_deadline, plan)
         done.set_result(b)
         return b
 
@@ -170,13 +201,16 @@ async def collect(
     todo = steps(plan)
     observations: list[StepObservation] = []
     hung_at: int | None = None  # the shortest prompt (tokens) the candidate timed out on
+    pace: float | None = None  # the baseline's seconds per prompt character (`_pace`)
     for i, step in enumerate(todo):
         if progress is not None:
             progress(i, len(todo), step.probe)
         length = step.needle.target_tokens if step.needle is not None else None
         send_candidate = length is None or hung_at is None or length < hung_at
         with part(PARTS[step.kind]):
-            b, c = await _both_sides(pair, step, cfg, plan, send_candidate)
+            deadline = baseline_deadline_s(cfg, pace, step)
+            b, c = await _both_sides(pair, step, cfg, plan, send_candidate, deadline)
+        pace = _pace(pace, step, b)
         if length is not None and _hung(step, c):  # never when not sent: c is ()
             hung_at = min(hung_at or length, length)
         request = pair.body(step.requests[-1])

@@ -141,3 +141,65 @@ async def test_progress_names_each_probe_and_ends_complete() -> None:
         "prefix-cache", "stream-text", "stream-tools", "cancel", "reasoning",
     ]  # fmt: skip
     assert {k.value for k in Kind} >= {"cancel", "reasoning"}
+
+
+class PacedEndpoint(FakeEndpoint):
+    """FakeEndpoint on a slow host: a needle takes `s_per_char` × its prompt (reported in its
+    timing, not slept), and one whose time would pass the request's deadline times out."""
+
+    def __init__(self, name: str, s_per_char: float) -> None:
+        super().__init__(name)
+        self.s_per_char = s_per_char
+
+    async def chat(self, body: Mapping[str, Any], *, deadline_s: float | None = None) -> Completion:
+        prompt = body["messages"][0]["content"]
+        answer = await super().chat(body, deadline_s=deadline_s)
+        if not CODE.search(prompt) or self._last_was_hit(answer):
+            return answer
+        took_ns = int(self.s_per_char * len(prompt) * 1e9)
+        if deadline_s is not None and took_ns > deadline_s * 1e9:
+            return Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "deadline"))
+        timing = Timing(sent_ns=1, token_chunk_ns=(1 + took_ns,), done_ns=2 + took_ns)
+        return Completion(status=200, content=answer.content, finish_reason="stop", timing=timing)
+
+    @staticmethod
+    def _last_was_hit(answer: Completion) -> bool:
+        return answer.timing.ttft_ms is not None and answer.timing.ttft_ms < 100  # the fake's hit
+
+
+# 30 s for a 500-token needle (2,193 characters): its 1,500-token needles (~6,760) take ~92 s,
+# past the 60 s request deadline.
+SLOW_HOST_S_PER_CHAR = 30 / 2193
+
+
+async def test_the_baselines_long_needles_get_a_deadline_scaled_to_its_own_pace() -> None:
+    baseline = PacedEndpoint("baseline", SLOW_HOST_S_PER_CHAR)
+    candidate = PacedEndpoint("candidate", SLOW_HOST_S_PER_CHAR)
+    ev = await collect(EndpointPair(baseline, candidate), CFG, plan=PLAN)
+    needles = [dl for entry, dl in baseline.log if "number only" in entry]
+    cache = [dl for entry, dl in baseline.log if entry.endswith("in two sentences.")]
+    # The first needle: the request deadline (no pace yet). Then timeout_latency_factor (3) ×
+    # 30 s / 2,193 characters × each prompt: 90 s for the second 500-token needle, ~277 s for
+    # the 1,500-token one and the prefix cache's miss and hit (one deadline for the step).
+    factor = CFG.policy.timeout_latency_factor
+    assert needles == [
+        CFG.request_deadline_s,
+        pytest.approx(factor * 30),
+        pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6756),
+    ]
+    assert cache == [pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6794)] * 2
+    result = evaluate(ev, Policy())
+    assert result.status is Status.PASS, result.findings
+    assert result.metrics["needles_found_candidate"] == 4
+
+
+async def test_a_baseline_that_hangs_on_a_long_needle_still_times_out() -> None:
+    # The same slow host, its longest prompts never answered: the scaled deadline ends them.
+    baseline = PacedEndpoint("baseline", SLOW_HOST_S_PER_CHAR)
+    baseline.hang_over_chars = 5000
+    ev = await collect(EndpointPair(baseline, FakeEndpoint("candidate")), CFG, plan=PLAN)
+    statuses = {row["probe"]: row["status"] for row in evaluate(ev, Policy()).details["probes"]}
+    assert statuses["needle-500-start"] == "pass"
+    assert statuses["needle-1500-start"] == "baseline-fail"  # not held against the candidate
+    deadlines = [dl for entry, dl in baseline.log if "number only" in entry]
+    assert deadlines[-1] == pytest.approx(3 * SLOW_HOST_S_PER_CHAR * 6756)  # its pace, bounded
