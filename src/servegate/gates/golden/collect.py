@@ -133,16 +133,26 @@ async def _observe(
 
 
 async def _fill(
-    pair: EndpointPair, observations: list[ProbeObservation], cfg: GateConfig, logprobs: bool
+    pair: EndpointPair,
+    observations: list[ProbeObservation],
+    cfg: GateConfig,
+    logprobs: bool,
+    progress: ProgressFn | None,
 ) -> list[ProbeObservation]:
     """The cache hits held back before a probe needed them: each probe sent again (isolated, so
-    the server holds its prefix), then at once again without isolation, the cache hit."""
+    the server holds its prefix), then at once again without isolation, the cache hit. Progress
+    counts them after the probes: the gate's total grows by as many."""
     out = []
+    held = sum(o.hit_not_sent for o in observations)
+    total, done = len(observations) + held, len(observations)
     for obs in observations:
         if not obs.hit_not_sent:
             out.append(obs)
             continue
         probe = obs.probe
+        if progress is not None:
+            progress(done, total, f"{probe.id}: cache hit")
+        done += 1
         plain = with_logprobs(probe) if logprobs else dict(probe.request)
         dl = cfg.request_deadline_s
         with part(HIT_PART):
@@ -176,12 +186,13 @@ async def collect(
         width, measured = await _width(pair, cfg)
     hit_path = _HitPath(cfg.baseline_paths == "always")
     observations = await _observe_all(pair, probes, cfg, logprobs, width, progress, hit_path)
-    if hit_path.sending:
-        observations = await _fill(pair, observations, cfg, logprobs)
+    filled = sum(o.hit_not_sent for o in observations) if hit_path.sending else 0
+    if filled:
+        observations = await _fill(pair, observations, cfg, logprobs, progress)
     with part("Responses API"):
         responses = await collect_responses(pair, cfg)  # /v1/responses, where served
     if progress is not None:
-        progress(len(probes), len(probes), "")
+        progress(len(probes) + filled, len(probes) + filled, "")
     return GoldenEvidence(
         tuple(observations), pair.baseline.base_url, pair.candidate.base_url, pair.model, logprobs,
         responses=responses, concurrency=width, batching=measured,

@@ -162,3 +162,21 @@ def test_cache_hits_from_the_first_probe_that_needs_them_and_the_earlier_ones_fi
     assert all(o.baseline_hit.ok and not o.hit_not_sent for o in ev.observations)
     assert needed - always == Counter(_content(p) for p in PROBES[:2])
     assert evaluate(ev, Policy()).status == "fail"
+
+
+def test_the_filled_cache_hits_move_the_progress_bar_after_the_probes() -> None:
+    b, c = Server("b"), Server("c", wrong=frozenset({_content(PROBES[2])}))
+    cfg = GateConfig.model_validate(
+        {"baseline": {"url": b.base_url}, "candidate": {"url": c.base_url},
+         "categories": ["canary"]}
+    )  # fmt: skip
+    seen: list[tuple[int, int, str]] = []
+    asyncio.run(collect(EndpointPair(b, c), cfg, progress=lambda *step: seen.append(step)))
+    n = len(PROBES)
+    # The probes one by one, then the two held-back cache hits counted after them, then done.
+    assert seen == [
+        *((i, n, p.id) for i, p in enumerate(PROBES)),
+        (n, n + 2, f"{PROBES[0].id}: cache hit"),
+        (n + 1, n + 2, f"{PROBES[1].id}: cache hit"),
+        (n + 2, n + 2, ""),
+    ]
