@@ -138,13 +138,13 @@ async def _fill(
     cfg: GateConfig,
     logprobs: bool,
     progress: ProgressFn | None,
+    total: int,
 ) -> list[ProbeObservation]:
     """The cache hits held back before a probe needed them: each probe sent again (isolated, so
     the server holds its prefix), then at once again without isolation, the cache hit. Progress
-    counts them after the probes: the gate's total grows by as many."""
+    counts them after the probes, out of `total` (the probes and the cache hits held back)."""
     out = []
-    held = sum(o.hit_not_sent for o in observations)
-    total, done = len(observations) + held, len(observations)
+    done = len(observations)
     for obs in observations:
         if not obs.hit_not_sent:
             out.append(obs)
@@ -187,12 +187,13 @@ async def collect(
     hit_path = _HitPath(cfg.baseline_paths == "always")
     observations = await _observe_all(pair, probes, cfg, logprobs, width, progress, hit_path)
     filled = sum(o.hit_not_sent for o in observations) if hit_path.sending else 0
+    total = len(probes) + filled
     if filled:
-        observations = await _fill(pair, observations, cfg, logprobs, progress)
+        observations = await _fill(pair, observations, cfg, logprobs, progress, total)
     with part("Responses API"):
         responses = await collect_responses(pair, cfg)  # /v1/responses, where served
     if progress is not None:
-        progress(len(probes) + filled, len(probes) + filled, "")
+        progress(total, total, "")
     return GoldenEvidence(
         tuple(observations), pair.baseline.base_url, pair.candidate.base_url, pair.model, logprobs,
         responses=responses, concurrency=width, batching=measured,
