@@ -121,16 +121,31 @@ def _pace(pace: float | None, step: Step, b: Sequence[Completion]) -> float | No
     return seen if pace is None else max(pace, seen)
 
 
+def _paced_s(cfg: GateConfig, pace: float | None, step: Step) -> float:
+    """`timeout_latency_factor` × the baseline's pace on the earlier needles × this needle's
+    prompt: what a side may take on a long prompt before it is known how long the baseline
+    took; 0 before the first needle's answer, and for a step that is no needle."""
+    if pace is None or step.needle is None:
+        return 0.0
+    return cfg.policy.timeout_latency_factor * pace * _prompt_chars(step)
+
+
 def baseline_deadline_s(cfg: GateConfig, pace: float | None, step: Step) -> float:
     """The baseline's deadline for `step`: the request deadline, or for a needle
     `timeout_latency_factor` × the baseline's own pace on the shorter needles × its prompt, when
     that is longer. A slow host then answers a long needle late instead of not at all (on a
     loaded 2-core host the 2,500-token needle took over 60 s); a baseline that hangs still
     times out, after a multiple of its own measured time."""
-    if pace is None or step.needle is None:
-        return cfg.request_deadline_s
-    scaled = cfg.policy.timeout_latency_factor * pace * _prompt_chars(step)
-    return max(cfg.request_deadline_s, scaled)
+    return max(cfg.request_deadline_s, _paced_s(cfg, pace, step))
+
+
+def candidate_floor_s(cfg: GateConfig, pace: float | None, step: Step) -> float:
+    """The candidate's deadline while the baseline is still answering the same step beside it:
+    the probe deadline, or for a needle the same pace-scaled time as the baseline's, when that
+    is longer. Cut at the probe deadline alone, every long needle (a 2,500-token prompt takes
+    20-30 s on a 2-core host) timed out once and was sent again, and llama-cpp-python went on
+    processing the abandoned prompt beside the baseline's."""
+    return max(cfg.probe_deadline_s, _paced_s(cfg, pace, step))
 
 
 async def _both_sides(
@@ -139,15 +154,18 @@ async def _both_sides(
     cfg: GateConfig,
     plan: ContextPlan,
     send_candidate: bool,
-    baseline_deadline: float,
+    deadlines: tuple[float, float],
 ) -> tuple[tuple[Completion, ...], tuple[Completion, ...]]:
-    """One step on the baseline (within `baseline_deadline`) and (unless `send_candidate` is
-    False: it would only hang again) on the candidate, at the same time when the pair allows it.
+    """One step on the baseline (within `deadlines[0]`) and (unless `send_candidate` is False:
+    it would only hang again) on the candidate, at the same time when the pair allows it.
 
     Time is not content: the candidate gets a multiple of the baseline's own time for the same
     work (floored by the probe deadline) and one retry before it is hung. Started beside the
-    baseline, it runs with the floor first; only when that hangs is the baseline's time awaited,
-    and a floor that cut it short is run again with the scaled slack."""
+    baseline, it runs with the floor first (`deadlines[1]`, `candidate_floor_s`); only when that
+    hangs is the baseline's time awaited, and a floor that cut it short is run again with the
+    scaled slack. A floor longer than the scaled slack (the baseline answered faster than its
+    pace foretold) counts as the first attempt, and the retry gets the scaled slack."""
+    baseline_deadline, floor = deadlines
     done: asyncio.Future[tuple[Completion, ...]] = asyncio.get_running_loop().create_future()
 
     async def baseline() -> tuple[Completion, ...]:
@@ -161,13 +179,13 @@ async def _both_sides(
     async def candidate() -> tuple[Completion, ...]:
         if not send_candidate:
             return ()
-        attempts, slack = 2, slack_of(done.result()) if done.done() else cfg.probe_deadline_s
+        attempts, slack = 2, slack_of(done.result()) if done.done() else floor
         if not done.done():
             c = await _run_side(pair, pair.candidate, step, slack, plan)
             if not _hung(step, c):
                 return c
             scaled = slack_of(await done)
-            attempts, slack = (2, scaled) if scaled > slack else (1, slack)
+            attempts, slack = (2 if scaled > slack else 1), scaled
         for _ in range(attempts):
             c = await _run_side(pair, pair.candidate, step, slack, plan)
             if not _hung(step, c):
@@ -208,8 +226,8 @@ async def collect(
         length = step.needle.target_tokens if step.needle is not None else None
         send_candidate = length is None or hung_at is None or length < hung_at
         with part(PARTS[step.kind]):
-            deadline = baseline_deadline_s(cfg, pace, step)
-            b, c = await _both_sides(pair, step, cfg, plan, send_candidate, deadline)
+            deadlines = baseline_deadline_s(cfg, pace, step), candidate_floor_s(cfg, pace, step)
+            b, c = await _both_sides(pair, step, cfg, plan, send_candidate, deadlines)
         pace = _pace(pace, step, b)
         if length is not None and _hung(step, c):  # never when not sent: c is ()
             hung_at = min(hung_at or length, length)

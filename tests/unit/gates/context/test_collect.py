@@ -1,6 +1,7 @@
 """collect() against in-process fakes through the Endpoint protocol: what is sent, in what order,
 with which deadlines; no server, no model."""
 
+import asyncio
 import itertools
 import re
 from collections.abc import Mapping
@@ -145,18 +146,22 @@ async def test_progress_names_each_probe_and_ends_complete() -> None:
 
 class PacedEndpoint(FakeEndpoint):
     """FakeEndpoint on a slow host: a needle takes `s_per_char` × its prompt (reported in its
-    timing, not slept), and one whose time would pass the request's deadline times out."""
+    timing, not slept), and one whose time would pass the request's deadline times out. Each
+    answer yields to the event loop first, so the other side's request starts beside it."""
 
-    def __init__(self, name: str, s_per_char: float) -> None:
+    def __init__(self, name: str, s_per_char: float, over_5000_chars: float | None = None) -> None:
         super().__init__(name)
         self.s_per_char = s_per_char
+        self.over_5000_chars = over_5000_chars or s_per_char  # the pace on longer prompts
 
     async def chat(self, body: Mapping[str, Any], *, deadline_s: float | None = None) -> Completion:
         prompt = body["messages"][0]["content"]
+        await asyncio.sleep(0)
         answer = await super().chat(body, deadline_s=deadline_s)
-        if not CODE.search(prompt) or self._last_was_hit(answer):
+        if answer.error is not None or not CODE.search(prompt) or self._last_was_hit(answer):
             return answer
-        took_ns = int(self.s_per_char * len(prompt) * 1e9)
+        pace = self.over_5000_chars if len(prompt) > 5000 else self.s_per_char
+        took_ns = int(pace * len(prompt) * 1e9)
         if deadline_s is not None and took_ns > deadline_s * 1e9:
             return Completion(status=None, error=RequestError(ErrorCategory.TIMEOUT, "deadline"))
         timing = Timing(sent_ns=1, token_chunk_ns=(1 + took_ns,), done_ns=2 + took_ns)
@@ -198,8 +203,51 @@ async def test_a_baseline_that_hangs_on_a_long_needle_still_times_out() -> None:
     baseline = PacedEndpoint("baseline", SLOW_HOST_S_PER_CHAR)
     baseline.hang_over_chars = 5000
     ev = await collect(EndpointPair(baseline, FakeEndpoint("candidate")), CFG, plan=PLAN)
-    statuses = {row["probe"]: row["status"] for row in evaluate(ev, Policy()).details["probes"]}
+    result = evaluate(ev, Policy())
+    statuses = {row["probe"]: row["status"] for row in result.details["probes"]}
     assert statuses["needle-500-start"] == "pass"
-    assert statuses["needle-1500-start"] == "baseline-fail"  # not held against the candidate
+    # A baseline's hang is not held against the candidate: not measured, said so.
+    assert statuses["needle-1500-start"] == "inconclusive"
+    said = [f.message for f in result.findings if f.probe == "needle-1500-start"]
+    assert len(said) == 1
+    assert said[0].startswith("inconclusive on the baseline: answer failed (timeout)")
     deadlines = [dl for entry, dl in baseline.log if "number only" in entry]
     assert deadlines[-1] == pytest.approx(3 * SLOW_HOST_S_PER_CHAR * 6756)  # its pace, bounded
+
+
+async def test_the_candidates_long_needles_are_not_cut_before_the_baselines_pace() -> None:
+    # Beside the baseline, the candidate's first attempt waits as long as the baseline's own
+    # pace allows: only the first needle (no pace yet) is cut at the probe deadline and sent
+    # again; every later needle and the prefix cache's miss and hit are answered at once.
+    baseline = PacedEndpoint("baseline", SLOW_HOST_S_PER_CHAR)
+    candidate = PacedEndpoint("candidate", SLOW_HOST_S_PER_CHAR)
+    ev = await collect(EndpointPair(baseline, candidate), CFG, plan=PLAN)
+    needles = [dl for entry, dl in candidate.log if "number only" in entry]
+    cache = [dl for entry, dl in candidate.log if entry.endswith("in two sentences.")]
+    factor = CFG.policy.timeout_latency_factor
+    assert needles == [
+        CFG.probe_deadline_s,  # 30 s of work: cut, then sent again with 3 × the baseline's 30 s
+        pytest.approx(factor * 30),
+        pytest.approx(factor * 30),
+        pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6756),
+    ]
+    assert cache == [pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6794)] * 2
+    assert evaluate(ev, Policy()).status is Status.PASS
+
+
+async def test_a_candidate_hanging_past_the_baselines_pace_is_tried_twice_then_hung() -> None:
+    # The pace-scaled first attempt counts as one; the retry gets 3 × the baseline's own time
+    # for the step (here half what its pace on the short needles foretold), and the hang is
+    # judged after the two.
+    candidate = PacedEndpoint("candidate", SLOW_HOST_S_PER_CHAR)
+    candidate.hang_over_chars = 5000
+    baseline = PacedEndpoint("baseline", SLOW_HOST_S_PER_CHAR, SLOW_HOST_S_PER_CHAR / 2)
+    ev = await collect(EndpointPair(baseline, candidate), CFG, plan=PLAN)
+    long_needles = [dl for entry, dl in candidate.log if "number only" in entry][3:]
+    assert long_needles == [
+        pytest.approx(3 * SLOW_HOST_S_PER_CHAR * 6756),  # foretold by the baseline's pace
+        pytest.approx(3 * SLOW_HOST_S_PER_CHAR / 2 * 6756),  # the baseline's own time, × 3
+    ]
+    statuses = {row["probe"]: row["status"] for row in evaluate(ev, Policy()).details["probes"]}
+    assert statuses["needle-500-end"] == "pass"
+    assert statuses["needle-1500-start"] == "inconclusive"  # a hang, not a content verdict
