@@ -68,6 +68,22 @@ def llama_command(
     ]  # fmt: skip
 
 
+# How a llama.cpp engine's OpenMP threads wait at each step's barrier: asleep, not spinning.
+# servegate serves baseline and candidate from one host at the same time, and llama.cpp
+# processes a prompt on every core: two engines spinning at their barriers on 2 cores each
+# wait for a thread the other has descheduled. Measured on 2 cores, a 2,212-token prompt on
+# both engines at once took 43-47 s with libgomp's default and 25-26 s asleep (one engine
+# alone: 14 s either way); the engines compute the same numbers, only their waits change
+# (benchmarks/RESULTS-time.md, "Two engines on one host"). A value already set here wins.
+ENGINE_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def engine_env() -> dict[str, str]:
+    """The environment a llama.cpp engine is started with: this process's, with `ENGINE_ENV`
+    where it sets nothing."""
+    return {**ENGINE_ENV, **os.environ}
+
+
 # The reference engine runs on llama-cpp-python, servegate's `engine` extra: a compiled package
 # (a C++ toolchain and CMake build llama.cpp on install). The core install talks to servers that
 # are already running and does without it.
@@ -221,7 +237,7 @@ def start_engine(
         if stock
         else llama_command(gguf, llama_port, chosen.server_args, embeddings=embeddings)
     )
-    processes = [spawn(argv, log_path)]
+    processes = [spawn(argv, log_path, env=engine_env())]
     if fault:
         upstream = f"http://127.0.0.1:{llama_port}"
         proxy_argv = [
