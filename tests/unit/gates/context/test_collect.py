@@ -177,22 +177,37 @@ class PacedEndpoint(FakeEndpoint):
 SLOW_HOST_S_PER_CHAR = 30 / 2193
 
 
-async def test_the_baselines_long_needles_get_a_deadline_scaled_to_its_own_pace() -> None:
+def _deadlines(side: FakeEndpoint) -> tuple[list[float | None], list[float | None]]:
+    """The deadlines `side` was sent its needles with, and its prefix cache's miss and hit."""
+    needles = [dl for entry, dl in side.log if "number only" in entry]
+    return needles, [dl for entry, dl in side.log if entry.endswith("in two sentences.")]
+
+
+async def test_on_a_slow_host_the_long_needles_get_deadlines_from_the_baselines_pace() -> None:
     baseline = PacedEndpoint("baseline", SLOW_HOST_S_PER_CHAR)
     candidate = PacedEndpoint("candidate", SLOW_HOST_S_PER_CHAR)
     ev = await collect(EndpointPair(baseline, candidate), CFG, plan=PLAN)
-    needles = [dl for entry, dl in baseline.log if "number only" in entry]
-    cache = [dl for entry, dl in baseline.log if entry.endswith("in two sentences.")]
-    # The first needle: the request deadline (no pace yet). Then timeout_latency_factor (3) ×
-    # 30 s / 2,193 characters × each prompt: 90 s for the second 500-token needle, ~277 s for
-    # the 1,500-token one and the prefix cache's miss and hit (one deadline for the step).
     factor = CFG.policy.timeout_latency_factor
+    paced_1500, paced_cache = (factor * SLOW_HOST_S_PER_CHAR * n for n in (6756, 6794))
+    # The baseline's first needle: the request deadline (no pace yet). Then
+    # timeout_latency_factor (3) × 30 s / 2,193 characters × each prompt: 90 s for the second
+    # 500-token needle, ~277 s for the 1,500-token one and the prefix cache's miss and hit (one
+    # deadline for the step).
+    needles, cache = _deadlines(baseline)
     assert needles == [
-        CFG.request_deadline_s,
-        pytest.approx(factor * 30),
-        pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6756),
-    ]
-    assert cache == [pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6794)] * 2
+        CFG.request_deadline_s, pytest.approx(factor * 30), pytest.approx(paced_1500),
+    ]  # fmt: skip
+    assert cache == [pytest.approx(paced_cache)] * 2
+    # Beside the baseline, the candidate's first attempt waits as long as the baseline's pace
+    # allows: only the first needle (no pace yet) is cut at the probe deadline (30 s of work)
+    # and sent again with 3 × the baseline's 30 s; every later needle and the prefix cache's
+    # miss and hit are answered at once.
+    needles, cache = _deadlines(candidate)
+    assert needles == [
+        CFG.probe_deadline_s, pytest.approx(factor * 30), pytest.approx(factor * 30),
+        pytest.approx(paced_1500),
+    ]  # fmt: skip
+    assert cache == [pytest.approx(paced_cache)] * 2
     result = evaluate(ev, Policy())
     assert result.status is Status.PASS, result.findings
     assert result.metrics["needles_found_candidate"] == 4
@@ -213,26 +228,6 @@ async def test_a_baseline_that_hangs_on_a_long_needle_still_times_out() -> None:
     assert said[0].startswith("inconclusive on the baseline: answer failed (timeout)")
     deadlines = [dl for entry, dl in baseline.log if "number only" in entry]
     assert deadlines[-1] == pytest.approx(3 * SLOW_HOST_S_PER_CHAR * 6756)  # its pace, bounded
-
-
-async def test_the_candidates_long_needles_are_not_cut_before_the_baselines_pace() -> None:
-    # Beside the baseline, the candidate's first attempt waits as long as the baseline's own
-    # pace allows: only the first needle (no pace yet) is cut at the probe deadline and sent
-    # again; every later needle and the prefix cache's miss and hit are answered at once.
-    baseline = PacedEndpoint("baseline", SLOW_HOST_S_PER_CHAR)
-    candidate = PacedEndpoint("candidate", SLOW_HOST_S_PER_CHAR)
-    ev = await collect(EndpointPair(baseline, candidate), CFG, plan=PLAN)
-    needles = [dl for entry, dl in candidate.log if "number only" in entry]
-    cache = [dl for entry, dl in candidate.log if entry.endswith("in two sentences.")]
-    factor = CFG.policy.timeout_latency_factor
-    assert needles == [
-        CFG.probe_deadline_s,  # 30 s of work: cut, then sent again with 3 × the baseline's 30 s
-        pytest.approx(factor * 30),
-        pytest.approx(factor * 30),
-        pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6756),
-    ]
-    assert cache == [pytest.approx(factor * SLOW_HOST_S_PER_CHAR * 6794)] * 2
-    assert evaluate(ev, Policy()).status is Status.PASS
 
 
 async def test_a_candidate_hanging_past_the_baselines_pace_is_tried_twice_then_hung() -> None:
