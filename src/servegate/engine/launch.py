@@ -74,7 +74,7 @@ def llama_command(
 # wait for a thread the other has descheduled. Measured on 2 cores, a 2,212-token prompt on
 # both engines at once took 43-47 s with libgomp's default and 25-26 s asleep (one engine
 # alone: 14 s either way); the engines compute the same numbers, only their waits change
-# (benchmarks/RESULTS-time.md, "Two engines on one host"). A value already set here wins.
+# (benchmarks/results/time-2026-12-07/two-engines/). A value already set here wins.
 ENGINE_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
