@@ -154,18 +154,19 @@ async def _both_sides(
     cfg: GateConfig,
     plan: ContextPlan,
     send_candidate: bool,
-    deadlines: tuple[float, float],
+    *,
+    baseline_deadline: float,
+    candidate_floor: float,
 ) -> tuple[tuple[Completion, ...], tuple[Completion, ...]]:
-    """One step on the baseline (within `deadlines[0]`) and (unless `send_candidate` is False:
-    it would only hang again) on the candidate, at the same time when the pair allows it.
+    """One step on the baseline (within `baseline_deadline`) and (unless `send_candidate` is
+    False: it would only hang again) on the candidate, at the same time when the pair allows it.
 
     Time is not content: the candidate gets a multiple of the baseline's own time for the same
     work (floored by the probe deadline) and one retry before it is hung. Started beside the
-    baseline, it runs with the floor first (`deadlines[1]`, `candidate_floor_s`); only when that
-    hangs is the baseline's time awaited, and a floor that cut it short is run again with the
-    scaled slack. A floor longer than the scaled slack (the baseline answered faster than its
+    baseline, it runs with `candidate_floor` first (`candidate_floor_s`); only when that hangs
+    is the baseline's time awaited, and a floor that cut it short is run again with the scaled
+    slack. A floor longer than the scaled slack (the baseline answered faster than its
     pace foretold) counts as the first attempt, and the retry gets the scaled slack."""
-    baseline_deadline, floor = deadlines
     done: asyncio.Future[tuple[Completion, ...]] = asyncio.get_running_loop().create_future()
 
     async def baseline() -> tuple[Completion, ...]:
@@ -179,7 +180,7 @@ async def _both_sides(
     async def candidate() -> tuple[Completion, ...]:
         if not send_candidate:
             return ()
-        attempts, slack = 2, slack_of(done.result()) if done.done() else floor
+        attempts, slack = 2, slack_of(done.result()) if done.done() else candidate_floor
         if not done.done():
             c = await _run_side(pair, pair.candidate, step, slack, plan)
             if not _hung(step, c):
@@ -226,8 +227,11 @@ async def collect(
         length = step.needle.target_tokens if step.needle is not None else None
         send_candidate = length is None or hung_at is None or length < hung_at
         with part(PARTS[step.kind]):
-            deadlines = baseline_deadline_s(cfg, pace, step), candidate_floor_s(cfg, pace, step)
-            b, c = await _both_sides(pair, step, cfg, plan, send_candidate, deadlines)
+            b, c = await _both_sides(
+                pair, step, cfg, plan, send_candidate,
+                baseline_deadline=baseline_deadline_s(cfg, pace, step),
+                candidate_floor=candidate_floor_s(cfg, pace, step),
+            )  # fmt: skip
         pace = _pace(pace, step, b)
         if length is not None and _hung(step, c):  # never when not sent: c is ()
             hung_at = min(hung_at or length, length)
