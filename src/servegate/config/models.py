@@ -274,6 +274,18 @@ class GateConfig(_Frozen):
         "baseline and the stream-parity limit 0 % → 35-88 %; docs/gates.md). Default 1: one "
         "at a time, the full power.",
     )
+    sampling_concurrency: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = Field(
+        default="auto",
+        description="Sampling requests in flight on each side (first-token draws, penalty and "
+        "production answers; seeds go one at a time, isolated). auto: 16 on a side that "
+        "batches, 4 on one that serves one request at a time — each side measured as "
+        "golden's auto measures it (one short request alone, then 4 at once). Every draw is a "
+        "sample of the side's own distribution however it is sent, so batching costs no "
+        "power (two vLLM 0.32.0 CPU servers on 2 cores: 96 draws a side 6.5 s at 4 → 3.5 s "
+        "at 16, 40 penalty answers 29 → 13 s); a server that queues requests gains nothing "
+        "from more, and its queue would eat into each request's deadline. A number: that "
+        "many on both sides, unmeasured.",
+    )
     baseline_paths: Literal["when-needed", "always"] = Field(
         default="when-needed",
         description="When the baseline's own noise is measured (numerics' noise floor along "

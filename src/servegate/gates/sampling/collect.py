@@ -2,8 +2,9 @@
 
 Draws are not isolated: each is the same request again, and a reused KV prefix changes the
 reported distribution by far less than these tests can see (the numerics gate measures that
-drift). Each side gets up to `plan.concurrency` draws at a time; the two sides run at once when
-the pair allows it.
+drift). Each side gets as many requests at a time as `sampling_concurrency` says: with auto,
+`plan.batched_concurrency` on a side that batches and `plan.concurrency` on one that serves one
+request at a time (gates/batching.py); the two sides run at once when the pair allows it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from servegate.config.models import GateConfig
 from servegate.endpoints.errors import ErrorCategory
 from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion, RawResponse
+from servegate.gates import batching
+from servegate.gates.batching import Batching
 from servegate.gates.pair import EndpointPair
 from servegate.gates.sampling.bias import candidates
 from servegate.gates.sampling.first_token import reported
@@ -60,17 +64,38 @@ async def pilot(
     return SideSetup(NEUTRALS[-1], False, tuple(tried))
 
 
+async def _concurrency(
+    pair: EndpointPair, cfg: GateConfig, plan: SamplingPlan, setup: dict[str, SideSetup]
+) -> dict[str, SideSetup]:
+    """Each side's requests at once: `sampling_concurrency`, or with auto the plan's batched
+    concurrency on a side that batches and its one-at-a-time concurrency on one that does not
+    (each side measured on its own, the baseline first; once when both are one server)."""
+    if cfg.sampling_concurrency != "auto":
+        return {n: replace(s, concurrency=cfg.sampling_concurrency) for n, s in setup.items()}
+    found: dict[str, Batching] = {}
+    for name, ep in (("baseline", pair.baseline), ("candidate", pair.candidate)):
+        if name == "candidate" and pair.candidate is pair.baseline:
+            break
+        found[name] = await batching.measure(pair, ep, gate=NAME,
+                                             deadline_s=cfg.request_deadline_s)  # fmt: skip
+    out = {}
+    for name, side in setup.items():
+        chosen = found.get(name, found["baseline"])  # one server: the baseline's measurement
+        at_once = plan.batched_concurrency if chosen.batches else plan.concurrency
+        out[name] = replace(side, concurrency=at_once, batching=found.get(name))
+    return out
+
+
 async def _draws(
     pair: EndpointPair,
     ep: Endpoint,
     cells: Sequence[Cell],
     setup: SideSetup,
-    plan: SamplingPlan,
     deadline_s: float,
     done: Callable[[], None],
 ) -> list[tuple[Completion, ...]]:
-    """Every draw of `cells` on one side, at most `plan.concurrency` at a time, in order."""
-    gate = asyncio.Semaphore(plan.concurrency)
+    """Every draw of `cells` on one side, at most `setup.concurrency` at a time, in order."""
+    gate = asyncio.Semaphore(setup.concurrency)
 
     async def one(cell: Cell) -> Completion:
         async with gate:
@@ -93,13 +118,12 @@ async def _cells(
     pair: EndpointPair,
     cells: Sequence[Cell],
     setup: dict[str, SideSetup],
-    plan: SamplingPlan,
     deadline_s: float,
     done: Callable[[], None],
 ) -> list[CellDraws]:
     b, c = await pair.sides(
-        lambda: _draws(pair, pair.baseline, cells, setup["baseline"], plan, deadline_s, done),
-        lambda: _draws(pair, pair.candidate, cells, setup["candidate"], plan, deadline_s, done),
+        lambda: _draws(pair, pair.baseline, cells, setup["baseline"], deadline_s, done),
+        lambda: _draws(pair, pair.candidate, cells, setup["candidate"], deadline_s, done),
     )
     return [
         CellDraws(cell, pair.body(cell.request(setup["baseline"].neutral)),
@@ -109,8 +133,9 @@ async def _cells(
 
 
 async def _sequence(
-    pair: EndpointPair, ep: Endpoint, request: SequenceRequest, plan: SamplingPlan, dl: float
-) -> tuple[Completion | RawResponse, ...]:
+    pair: EndpointPair, ep: Endpoint, request: SequenceRequest, slots: asyncio.Semaphore,
+    dl: float,
+) -> tuple[Completion | RawResponse, ...]:  # fmt: skip
     """One sequence-level request `request.times` over on one side."""
     probe = f"{request.kind}:{request.label}"
     if request.raw:
@@ -121,10 +146,9 @@ async def _sequence(
     if request.isolate:  # one at a time, each after the isolation request
         return tuple([await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
                                       deadline_s=dl) for _ in range(request.times)])  # fmt: skip
-    gate = asyncio.Semaphore(plan.concurrency)
 
     async def one() -> Completion:
-        async with gate:
+        async with slots:
             return await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
                                    deadline_s=dl, isolate=False)  # fmt: skip
 
@@ -134,7 +158,9 @@ async def _sequence(
 async def sequences(
     pair: EndpointPair, plan: SamplingPlan, setup: Mapping[str, SideSetup], dl: float
 ) -> tuple[SequenceDraws, ...]:
-    """Seeds, n > 1 and penalties on both sides (at once when the pair allows it)."""
+    """Seeds, n > 1, penalties and the production-settings probes on both sides (at once when
+    the pair allows it): the seeds and n > 1 one request at a time, in order, then every
+    penalty and production answer `setup.concurrency` at a time."""
 
     def requests(name: str) -> list[SequenceRequest]:
         neutral = setup[name].neutral
@@ -143,11 +169,20 @@ async def sequences(
 
     async def side(name: str) -> list[tuple[Completion | RawResponse, ...]]:
         ep = pair.baseline if name == "baseline" else pair.candidate
-        out = []
-        for r in requests(name):
+        slots = asyncio.Semaphore(setup[name].concurrency)
+        asked = requests(name)
+        out: dict[int, tuple[Completion | RawResponse, ...]] = {}
+
+        async def answers(i: int, r: SequenceRequest) -> None:
             with part(f"answers ({r.kind})"):
-                out.append(await _sequence(pair, ep, r, plan, dl))
-        return out
+                out[i] = await _sequence(pair, ep, r, slots, dl)
+
+        for i, r in enumerate(asked):
+            if r.raw or r.isolate:
+                await answers(i, r)
+        await asyncio.gather(*(answers(i, r) for i, r in enumerate(asked)
+                               if not (r.raw or r.isolate)))  # fmt: skip
+        return [out[i] for i in range(len(asked))]
 
     b, c = await pair.sides(lambda: side("baseline"), lambda: side("candidate"))
     return tuple(
@@ -210,7 +245,8 @@ async def collect(
             lambda: pilot(pair, pair.baseline, plan, dl),
             lambda: pilot(pair, pair.candidate, plan, dl),
         )
-    setup = {"baseline": b_setup, "candidate": c_setup}
+    with part("batching"):
+        setup = await _concurrency(pair, cfg, plan, {"baseline": b_setup, "candidate": c_setup})
     first = reference_cells(plan)
     total = 2 * (len(first) + len(plan.temperatures) * len(plan.prompts)
                  + len(plan.truncations) * plan.truncation_prompts
@@ -223,7 +259,7 @@ async def collect(
         if progress is not None:
             progress(min(finished, total - 1), total, "draws")
 
-    refs = await _cells(pair, first, setup, plan, dl, done)
+    refs = await _cells(pair, first, setup, dl, done)
     baseline: dict[str, Reported] = {}
     for cd in refs:  # planning the next cells, not judging: the truncation values come from here
         report = reported([c for c in cd.baseline if c.ok])
@@ -239,7 +275,7 @@ async def collect(
     with part("logit_bias tokens"):
         target, bias_unplanned = await bias_target(pair, plan, baseline, dl)
     biased = target.cells(plan.bias_draws) if target is not None else []
-    rest = await _cells(pair, [*tempered_cells(plan), *truncations, *biased], setup, plan, dl, done)
+    rest = await _cells(pair, [*tempered_cells(plan), *truncations, *biased], setup, dl, done)
     first_tokens = time.perf_counter() - started  # the pilots and every first-token draw
     longer = await sequences(pair, plan, setup, dl)
     if progress is not None:

@@ -417,6 +417,7 @@ def evaluate(ev: SamplingEvidence, policy: Policy, *, strict: bool = False) -> G
         "candidate_logprobs_mode": modes["candidate"].mode,
         "baseline_neutral_sampler": _setup_text(ev, "baseline"),
         "candidate_neutral_sampler": _setup_text(ev, "candidate"),
+        **_concurrency(ev),
     })  # fmt: skip
     return gate_result(NAME, checks, strict=strict, findings=findings, metrics=metrics)
 
@@ -429,9 +430,21 @@ def _by_kind(ev: SamplingEvidence) -> dict[str, int]:
     return out
 
 
+def _concurrency(ev: SamplingEvidence) -> dict[str, MetricValue]:
+    """How many requests each side was sent at once, and the batching measurement behind it."""
+    out: dict[str, MetricValue] = {}
+    for side in SIDES:
+        setup = ev.setup.get(side)
+        if setup is not None:
+            out[f"{side}_concurrency"] = setup.concurrency
+            if setup.batching is not None:
+                out[f"{side}_batching"] = setup.batching.why
+    return out
+
+
 def _requests(ev: SamplingEvidence, side: str) -> int:
     setup = ev.setup.get(side)
-    pilots = len(setup.tried) if setup is not None else 0
+    pilots = len(setup.tried) + setup.measuring_requests if setup is not None else 0
     longer = sum(len(d.side(side)) for d in ev.sequences)
     return pilots + longer + sum(len(cd.side(side)) for cd in ev.cells)
 

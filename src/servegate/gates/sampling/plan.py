@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from servegate.endpoints.types import Completion
+from servegate.gates.batching import Batching
 from servegate.gates.sampling.sequences import SEEDS, SequenceDraws
 
 NAME = "sampling"
@@ -76,7 +77,8 @@ class SamplingPlan:
     truncations: tuple[Kind, ...] = TRUNCATIONS
     truncation_prompts: int = 2  # the first prompts with a clear kept set
     truncation_draws: int = 48
-    concurrency: int = 4  # draws in flight per side (a server that queues them loses nothing)
+    concurrency: int = 4  # in flight on a side that serves one at a time (queued: none lost)
+    batched_concurrency: int = 16  # on a side that batches (`sampling_concurrency: auto`)
     # Longer answers (sequences.py): seeds each asked twice and streamed once, n > 1 asked
     # `choices_requests` times and streamed once, each penalty `penalty_draws` times and as
     # many without. Empty / 0 leaves that check out.
@@ -97,7 +99,7 @@ class SamplingPlan:
                 "choices_requests, penalty_draws, bias_draws and production_repeats must not be "
                 "negative"
             )
-        if self.concurrency < 1:
+        if min(self.concurrency, self.batched_concurrency) < 1:
             raise ValueError("concurrency must be at least 1")
         if any(t <= 0 or t == 1.0 for t in self.temperatures):
             raise ValueError("tempered cells are at temperatures above 0 other than 1")
@@ -273,12 +275,21 @@ class BiasTarget:
 
 @dataclass(frozen=True)
 class SideSetup:
-    """How one side was asked: the first of NEUTRALS it answered (the last when none was) and
-    what the pilot showed (its answer to each one tried, in order)."""
+    """How one side was asked: the first of NEUTRALS it answered (the last when none was), what
+    the pilot showed (its answer to each one tried, in order), and how many requests it was
+    sent at once (`batching`: the measurement that chose it, when `sampling_concurrency` is
+    auto)."""
 
     neutral: Mapping[str, Any]
     logprobs: bool  # the pilot's draw came back with top logprobs
     tried: tuple[str, ...] = ()
+    concurrency: int = 4
+    batching: Batching | None = None
+
+    @property
+    def measuring_requests(self) -> int:
+        """Requests the batching measurement sent this side (one alone, then `width`)."""
+        return 0 if self.batching is None else 1 + self.batching.width
 
     @property
     def text(self) -> str:

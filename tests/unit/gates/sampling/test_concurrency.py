@@ -1,0 +1,75 @@
+"""The sampling gate sends each side as many requests at once as it serves: 16 to a side that
+batches, 4 to one that serves one request at a time (`sampling_concurrency: auto`), or the
+number the configuration names, unmeasured.
+
+The servers are test_batching's fakes through the Endpoint interface: no real server can be
+made to batch or not on demand here (the reference engine never batches, vLLM always does; the
+real vLLM measurement is in benchmarks/RESULTS-time.md)."""
+
+import asyncio
+
+import pytest
+from tests.unit.gates.test_batching import Server
+
+from servegate.config.models import EndpointConfig, GateConfig
+from servegate.config.policy import Policy
+from servegate.gates.pair import EndpointPair
+from servegate.gates.sampling.collect import collect
+from servegate.gates.sampling.judgement import evaluate
+from servegate.gates.sampling.plan import PROMPTS, SamplingPlan
+from servegate.gates.sampling.production import PROBES
+from servegate.verdict.model import GateResult
+
+# One temperature-1 cell of 24 draws, then the production-settings probes twice each (the
+# open-ended one four times): 10 answers, every one of them free to go at once.
+PLAN = SamplingPlan(
+    prompts=PROMPTS[:1], reference_draws=24, temperatures=(), truncations=(), seeds=(),
+    choices_requests=0, penalty_draws=0, bias_draws=0, production_repeats=2,
+)  # fmt: skip
+PRODUCTION_PROMPTS = {prompt for _, prompt, _ in PROBES}
+
+
+def _collect(baseline: Server, candidate: Server, at_once: int | str = "auto") -> GateResult:
+    cfg = GateConfig(
+        baseline=EndpointConfig(url="http://b/v1"),
+        candidate=EndpointConfig(url="http://c/v1"),
+        sampling_concurrency=at_once,
+        request_deadline_s=30,
+    )
+    ev = asyncio.run(collect(EndpointPair(baseline, candidate), cfg, plan=PLAN))
+    assert len(ev.cells[0].baseline) == len(ev.cells[0].candidate) == 24
+    return evaluate(ev, Policy())
+
+
+def _most_at_once(server: Server, prompts: set[str]) -> int:
+    """The most requests in flight when one of `prompts` came in (itself included)."""
+    return max(n for messages, n in server.starts if any(p in messages for p in prompts))
+
+
+@pytest.mark.timed  # the batching measurement is wall-clock seconds: run alone (scripts/test.sh)
+def test_auto_sends_sixteen_to_a_batching_side_and_four_to_a_serial_one() -> None:
+    baseline, candidate = Server("baseline", serial=False), Server("candidate", serial=True)
+    metrics = _collect(baseline, candidate).metrics
+    draw = {PROMPTS[0][1]}
+    assert _most_at_once(baseline, draw) == 16
+    assert _most_at_once(candidate, draw) == 4
+    # Every production answer of the batching side goes at once (all 10 under its 16), not one
+    # probe's repeats after another's; the serial side still gets 4 at a time.
+    assert _most_at_once(baseline, PRODUCTION_PROMPTS) == 10
+    assert _most_at_once(candidate, PRODUCTION_PROMPTS) == 4
+    # The report says how many went at once and why, and counts the measuring requests (one
+    # alone and four at once a side) with every other request the side was sent.
+    assert (metrics["baseline_concurrency"], metrics["candidate_concurrency"]) == (16, 4)
+    assert str(metrics["baseline_batching"]).startswith("batches: 4 requests at once took")
+    assert str(metrics["candidate_batching"]).startswith("serves one at a time: 4 requests")
+    assert metrics["requests_candidate"] == len(candidate.starts) == 1 + 5 + 24 + 10
+
+
+def test_a_number_is_sent_as_asked_on_both_sides_without_measuring() -> None:
+    baseline, candidate = Server("baseline", serial=False), Server("candidate", serial=False)
+    metrics = _collect(baseline, candidate, at_once=2).metrics
+    for server in (baseline, candidate):
+        assert server.most_in_flight == 2
+        assert not any("Count from one to twelve" in m for m, _ in server.starts)
+    assert (metrics["baseline_concurrency"], metrics["candidate_concurrency"]) == (2, 2)
+    assert "baseline_batching" not in metrics
