@@ -274,17 +274,17 @@ class GateConfig(_Frozen):
         "baseline and the stream-parity limit 0 % → 35-88 %; docs/gates.md). Default 1: one "
         "at a time, the full power.",
     )
-    sampling_concurrency: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = Field(
+    sampling_answer_concurrency: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = Field(
         default="auto",
-        description="Sampling requests in flight on each side (first-token draws, penalty and "
-        "production answers; seeds go one at a time, isolated). auto: 16 on a side that "
-        "batches, 4 on one that serves one request at a time — each side measured as "
-        "golden's auto measures it (one short request alone, then 4 at once). Every draw is a "
-        "sample of the side's own distribution however it is sent, so batching costs no "
-        "power (two vLLM 0.32.0 CPU servers on 2 cores: 96 draws a side 6.5 s at 4 → 3.5 s "
-        "at 16, 40 penalty answers 29 → 13 s); a server that queues requests gains nothing "
-        "from more, and its queue would eat into each request's deadline. A number: that "
-        "many on both sides, unmeasured.",
+        description="The sampling gate's longer answers (penalty and production settings) in "
+        "flight on each side. auto: 16 on a side that batches, 4 on one that serves one "
+        "request at a time — each side measured as golden's auto measures it (one short "
+        "request alone, then 4 at once). Each answer is judged against its own logprobs "
+        "(penalties) or as a pair (production), so batching costs them no power: two vLLM "
+        "0.32.0 CPU servers answer the 90 a side in 39 s instead of 75 s. The first-token "
+        "draws stay 4 at a time: each cell's draws are judged against one mean report, and "
+        "vLLM's distribution moves with the batch (at 16, one A/A run in three failed "
+        "temperature_0.5). A number: that many on both sides, unmeasured.",
     )
     baseline_paths: Literal["when-needed", "always"] = Field(
         default="when-needed",

@@ -2,9 +2,13 @@
 
 Draws are not isolated: each is the same request again, and a reused KV prefix changes the
 reported distribution by far less than these tests can see (the numerics gate measures that
-drift). Each side gets as many requests at a time as `sampling_concurrency` says: with auto,
-`plan.batched_concurrency` on a side that batches and `plan.concurrency` on one that serves one
-request at a time (gates/batching.py); the two sides run at once when the pair allows it.
+drift). Each side gets `plan.concurrency` draws at a time, whatever it serves: a draw is judged
+against the mean report of its cell, and a batching server's distribution moves with the batch
+(vLLM 0.32 on CPU: the coin prompt's 'The' at 0.148 or 0.17, more often the more in flight). The
+longer answers, each judged against its own logprobs or as a pair, go as many at a time as
+`sampling_answer_concurrency` says: with auto, `plan.batched_concurrency` on a side that batches
+and `plan.concurrency` on one that serves one request at a time (gates/batching.py). The two
+sides run at once when the pair allows it.
 """
 
 from __future__ import annotations
@@ -67,11 +71,13 @@ async def pilot(
 async def _concurrency(
     pair: EndpointPair, cfg: GateConfig, plan: SamplingPlan, setup: dict[str, SideSetup]
 ) -> dict[str, SideSetup]:
-    """Each side's requests at once: `sampling_concurrency`, or with auto the plan's batched
-    concurrency on a side that batches and its one-at-a-time concurrency on one that does not
-    (each side measured on its own, the baseline first; once when both are one server)."""
-    if cfg.sampling_concurrency != "auto":
-        return {n: replace(s, concurrency=cfg.sampling_concurrency) for n, s in setup.items()}
+    """Each side's longer answers at once: `sampling_answer_concurrency`, or with auto the
+    plan's batched concurrency on a side that batches and its one-at-a-time concurrency on one
+    that does not (each side measured on its own, the baseline first; once when both are one
+    server)."""
+    if cfg.sampling_answer_concurrency != "auto":
+        at_once = cfg.sampling_answer_concurrency
+        return {n: replace(s, concurrency=at_once) for n, s in setup.items()}
     found: dict[str, Batching] = {}
     for name, ep in (("baseline", pair.baseline), ("candidate", pair.candidate)):
         if name == "candidate" and pair.candidate is pair.baseline:
@@ -91,11 +97,12 @@ async def _draws(
     ep: Endpoint,
     cells: Sequence[Cell],
     setup: SideSetup,
+    at_once: int,
     deadline_s: float,
     done: Callable[[], None],
 ) -> list[tuple[Completion, ...]]:
-    """Every draw of `cells` on one side, at most `setup.concurrency` at a time, in order."""
-    gate = asyncio.Semaphore(setup.concurrency)
+    """Every draw of `cells` on one side, at most `at_once` at a time, in order."""
+    gate = asyncio.Semaphore(at_once)
 
     async def one(cell: Cell) -> Completion:
         async with gate:
@@ -118,12 +125,14 @@ async def _cells(
     pair: EndpointPair,
     cells: Sequence[Cell],
     setup: dict[str, SideSetup],
+    plan: SamplingPlan,
     deadline_s: float,
     done: Callable[[], None],
 ) -> list[CellDraws]:
+    n = plan.concurrency
     b, c = await pair.sides(
-        lambda: _draws(pair, pair.baseline, cells, setup["baseline"], deadline_s, done),
-        lambda: _draws(pair, pair.candidate, cells, setup["candidate"], deadline_s, done),
+        lambda: _draws(pair, pair.baseline, cells, setup["baseline"], n, deadline_s, done),
+        lambda: _draws(pair, pair.candidate, cells, setup["candidate"], n, deadline_s, done),
     )
     return [
         CellDraws(cell, pair.body(cell.request(setup["baseline"].neutral)),
@@ -259,7 +268,7 @@ async def collect(
         if progress is not None:
             progress(min(finished, total - 1), total, "draws")
 
-    refs = await _cells(pair, first, setup, dl, done)
+    refs = await _cells(pair, first, setup, plan, dl, done)
     baseline: dict[str, Reported] = {}
     for cd in refs:  # planning the next cells, not judging: the truncation values come from here
         report = reported([c for c in cd.baseline if c.ok])
@@ -275,7 +284,7 @@ async def collect(
     with part("logit_bias tokens"):
         target, bias_unplanned = await bias_target(pair, plan, baseline, dl)
     biased = target.cells(plan.bias_draws) if target is not None else []
-    rest = await _cells(pair, [*tempered_cells(plan), *truncations, *biased], setup, dl, done)
+    rest = await _cells(pair, [*tempered_cells(plan), *truncations, *biased], setup, plan, dl, done)
     first_tokens = time.perf_counter() - started  # the pilots and every first-token draw
     longer = await sequences(pair, plan, setup, dl)
     if progress is not None:

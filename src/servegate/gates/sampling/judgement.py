@@ -431,12 +431,13 @@ def _by_kind(ev: SamplingEvidence) -> dict[str, int]:
 
 
 def _concurrency(ev: SamplingEvidence) -> dict[str, MetricValue]:
-    """How many requests each side was sent at once, and the batching measurement behind it."""
-    out: dict[str, MetricValue] = {}
+    """How many longer answers each side was sent at once, and the batching measurement behind
+    it (the first-token draws went `plan.concurrency` at a time on both)."""
+    out: dict[str, MetricValue] = {"draws_at_once": ev.plan.concurrency}
     for side in SIDES:
         setup = ev.setup.get(side)
         if setup is not None:
-            out[f"{side}_concurrency"] = setup.concurrency
+            out[f"{side}_answers_at_once"] = setup.concurrency
             if setup.batching is not None:
                 out[f"{side}_batching"] = setup.batching.why
     return out

@@ -77,8 +77,11 @@ class SamplingPlan:
     truncations: tuple[Kind, ...] = TRUNCATIONS
     truncation_prompts: int = 2  # the first prompts with a clear kept set
     truncation_draws: int = 48
-    concurrency: int = 4  # in flight on a side that serves one at a time (queued: none lost)
-    batched_concurrency: int = 16  # on a side that batches (`sampling_concurrency: auto`)
+    # In flight per side: every first-token draw, and the longer answers on a side that serves
+    # one at a time (a queue loses nothing); the longer answers on a side that batches
+    # (`sampling_answer_concurrency: auto`).
+    concurrency: int = 4
+    batched_concurrency: int = 16
     # Longer answers (sequences.py): seeds each asked twice and streamed once, n > 1 asked
     # `choices_requests` times and streamed once, each penalty `penalty_draws` times and as
     # many without. Empty / 0 leaves that check out.
@@ -276,9 +279,9 @@ class BiasTarget:
 @dataclass(frozen=True)
 class SideSetup:
     """How one side was asked: the first of NEUTRALS it answered (the last when none was), what
-    the pilot showed (its answer to each one tried, in order), and how many requests it was
-    sent at once (`batching`: the measurement that chose it, when `sampling_concurrency` is
-    auto)."""
+    the pilot showed (its answer to each one tried, in order), and how many of its longer
+    answers went at once (`batching`: the measurement that chose it, when
+    `sampling_answer_concurrency` is auto)."""
 
     neutral: Mapping[str, Any]
     logprobs: bool  # the pilot's draw came back with top logprobs

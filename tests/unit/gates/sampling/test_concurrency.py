@@ -1,6 +1,8 @@
-"""The sampling gate sends each side as many requests at once as it serves: 16 to a side that
-batches, 4 to one that serves one request at a time (`sampling_concurrency: auto`), or the
-number the configuration names, unmeasured.
+"""The sampling gate sends each side as many of its longer answers at once as it serves: 16 to a
+side that batches, 4 to one that serves one request at a time (`sampling_answer_concurrency:
+auto`), or the number the configuration names, unmeasured. The first-token draws go 4 at a time
+on every side: a batching server's distribution moves with the batch, and a cell's draws are
+judged against one report.
 
 The servers are test_batching's fakes through the Endpoint interface: no real server can be
 made to batch or not on demand here (the reference engine never batches, vLLM always does; the
@@ -33,7 +35,7 @@ def _collect(baseline: Server, candidate: Server, at_once: int | str = "auto") -
     cfg = GateConfig(
         baseline=EndpointConfig(url="http://b/v1"),
         candidate=EndpointConfig(url="http://c/v1"),
-        sampling_concurrency=at_once,
+        sampling_answer_concurrency=at_once,
         request_deadline_s=30,
     )
     ev = asyncio.run(collect(EndpointPair(baseline, candidate), cfg, plan=PLAN))
@@ -47,19 +49,19 @@ def _most_at_once(server: Server, prompts: set[str]) -> int:
 
 
 @pytest.mark.timed  # the batching measurement is wall-clock seconds: run alone (scripts/test.sh)
-def test_auto_sends_sixteen_to_a_batching_side_and_four_to_a_serial_one() -> None:
+def test_auto_sends_a_batching_side_its_answers_sixteen_at_a_time_and_a_serial_one_four() -> None:
     baseline, candidate = Server("baseline", serial=False), Server("candidate", serial=True)
     metrics = _collect(baseline, candidate).metrics
     draw = {PROMPTS[0][1]}
-    assert _most_at_once(baseline, draw) == 16
-    assert _most_at_once(candidate, draw) == 4
+    assert _most_at_once(baseline, draw) == _most_at_once(candidate, draw) == 4
     # Every production answer of the batching side goes at once (all 10 under its 16), not one
     # probe's repeats after another's; the serial side still gets 4 at a time.
     assert _most_at_once(baseline, PRODUCTION_PROMPTS) == 10
     assert _most_at_once(candidate, PRODUCTION_PROMPTS) == 4
     # The report says how many went at once and why, and counts the measuring requests (one
     # alone and four at once a side) with every other request the side was sent.
-    assert (metrics["baseline_concurrency"], metrics["candidate_concurrency"]) == (16, 4)
+    assert (metrics["baseline_answers_at_once"], metrics["candidate_answers_at_once"]) == (16, 4)
+    assert metrics["draws_at_once"] == 4
     assert str(metrics["baseline_batching"]).startswith("batches: 4 requests at once took")
     assert str(metrics["candidate_batching"]).startswith("serves one at a time: 4 requests")
     assert metrics["requests_candidate"] == len(candidate.starts) == 1 + 5 + 24 + 10
@@ -69,7 +71,7 @@ def test_a_number_is_sent_as_asked_on_both_sides_without_measuring() -> None:
     baseline, candidate = Server("baseline", serial=False), Server("candidate", serial=False)
     metrics = _collect(baseline, candidate, at_once=2).metrics
     for server in (baseline, candidate):
-        assert server.most_in_flight == 2
+        assert _most_at_once(server, PRODUCTION_PROMPTS) == 2
         assert not any("Count from one to twelve" in m for m, _ in server.starts)
-    assert (metrics["baseline_concurrency"], metrics["candidate_concurrency"]) == (2, 2)
+    assert (metrics["baseline_answers_at_once"], metrics["candidate_answers_at_once"]) == (2, 2)
     assert "baseline_batching" not in metrics
