@@ -167,9 +167,11 @@ async def _sequence(
 async def sequences(
     pair: EndpointPair, plan: SamplingPlan, setup: Mapping[str, SideSetup], dl: float
 ) -> tuple[SequenceDraws, ...]:
-    """Seeds, n > 1, penalties and the production-settings probes on both sides (at once when
-    the pair allows it): the seeds and n > 1 one request at a time, in order, then every
-    penalty and production answer `setup.concurrency` at a time."""
+    """The production-settings probes, seeds, n > 1 and penalties on both sides (at once when
+    the pair allows it), in that order: the seeds and n > 1 one request at a time, each run of
+    production or penalty requests together, `setup.concurrency` answers at a time. The order
+    matters on a server that seeds one generator for all requests (llama-cpp-python): the
+    seeded requests reset it, so answers sent after them repeat on two identical servers."""
 
     def requests(name: str) -> list[SequenceRequest]:
         neutral = setup[name].neutral
@@ -186,11 +188,15 @@ async def sequences(
             with part(f"answers ({r.kind})"):
                 out[i] = await _sequence(pair, ep, r, slots, dl)
 
-        for i, r in enumerate(asked):
-            if r.raw or r.isolate:
+        together: list[int] = []  # consecutive requests whose answers may go at once
+        for i, r in enumerate([*asked, None]):
+            if r is not None and not (r.raw or r.isolate):
+                together.append(i)
+                continue
+            await asyncio.gather(*(answers(k, asked[k]) for k in together))
+            together = []
+            if r is not None:
                 await answers(i, r)
-        await asyncio.gather(*(answers(i, r) for i, r in enumerate(asked)
-                               if not (r.raw or r.isolate)))  # fmt: skip
         return [out[i] for i in range(len(asked))]
 
     b, c = await pair.sides(lambda: side("baseline"), lambda: side("candidate"))

@@ -9,6 +9,7 @@ made to batch or not on demand here (the reference engine never batches, vLLM al
 real vLLM measurement is in benchmarks/RESULTS-time.md)."""
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from tests.unit.gates.test_batching import Server
@@ -18,8 +19,10 @@ from servegate.config.policy import Policy
 from servegate.gates.pair import EndpointPair
 from servegate.gates.sampling.collect import collect
 from servegate.gates.sampling.judgement import evaluate
+from servegate.gates.sampling.penalties import PROMPT as PENALTY_PROMPT
 from servegate.gates.sampling.plan import PROMPTS, SamplingPlan
 from servegate.gates.sampling.production import PROBES
+from servegate.gates.sampling.sequences import SEED_PROMPT
 from servegate.verdict.model import GateResult
 
 # One temperature-1 cell of 24 draws, then the production-settings probes twice each (the
@@ -75,3 +78,30 @@ def test_a_number_is_sent_as_asked_on_both_sides_without_measuring() -> None:
         assert not any("Count from one to twelve" in m for m, _ in server.starts)
     assert (metrics["baseline_answers_at_once"], metrics["candidate_answers_at_once"]) == (2, 2)
     assert "baseline_batching" not in metrics
+
+
+def test_the_longer_answers_keep_their_order_around_the_seeded_requests() -> None:
+    """Production answers before the seeds, penalties after them, as the plan lists them: a
+    seeded request resets llama-cpp-python's one generator, and production answers sent after
+    it came back identical on two identical engines (48 of 50 pairs tied, their length and
+    punctuation checks not measured), where sent before it they differ as samples do."""
+    plan = replace(PLAN, reference_draws=1, seeds=(11,), penalty_draws=2, production_repeats=1)
+    baseline, candidate = Server("baseline", serial=False), Server("candidate", serial=False)
+    cfg = GateConfig(
+        baseline=EndpointConfig(url="http://b/v1"),
+        candidate=EndpointConfig(url="http://c/v1"),
+        sampling_answer_concurrency=16,
+        request_deadline_s=30,
+    )
+    asyncio.run(collect(EndpointPair(baseline, candidate), cfg, plan=plan))
+    for server in (baseline, candidate):
+        order = [m for m, _ in server.starts]
+        production = [i for i, m in enumerate(order) if any(p in m for p in PRODUCTION_PROMPTS)]
+        seeded = [i for i, m in enumerate(order) if SEED_PROMPT in m]
+        penalised = [i for i, m in enumerate(order) if PENALTY_PROMPT in m]
+        assert (len(production), len(seeded), len(penalised)) == (5, 3, 8)
+        assert max(production) < min(seeded)
+        assert max(seeded) < min(penalised)
+        # each run of answers went at once: all 5 production answers, then all 8 penalty ones
+        assert max(server.starts[i][1] for i in production) == 5
+        assert max(server.starts[i][1] for i in penalised) == 8
