@@ -170,8 +170,10 @@ async def sequences(
     """The production-settings probes, seeds, n > 1 and penalties on both sides (at once when
     the pair allows it), in that order: the seeds and n > 1 one request at a time, each run of
     production or penalty requests together, `setup.concurrency` answers at a time. The order
-    matters on a server that seeds one generator for all requests (llama-cpp-python): the
-    seeded requests reset it, so answers sent after them repeat on two identical servers."""
+    is the plan's, as before answers went together: llama-cpp-python 0.3 seeds each request
+    from one chain (`_seed` becomes Random(_seed).randint(…), or the request's own seed), so a
+    seeded request puts two identical servers in step, and answers moved after the seeds would
+    repeat pair by pair even where earlier requests had set the servers apart."""
 
     def requests(name: str) -> list[SequenceRequest]:
         neutral = setup[name].neutral

@@ -81,10 +81,10 @@ def test_a_number_is_sent_as_asked_on_both_sides_without_measuring() -> None:
 
 
 def test_the_longer_answers_keep_their_order_around_the_seeded_requests() -> None:
-    """Production answers before the seeds, penalties after them, as the plan lists them: a
-    seeded request resets llama-cpp-python's one generator, and production answers sent after
-    it came back identical on two identical engines (48 of 50 pairs tied, their length and
-    punctuation checks not measured), where sent before it they differ as samples do."""
+    """Production answers before the seeds, penalties after them, as the plan lists them (the
+    order before answers went together). llama-cpp-python 0.3 seeds each request from one
+    chain that a seeded request resets (llama.py, `_create_completion`), so production answers
+    moved after the seeds would repeat pair by pair on two identical servers."""
     plan = replace(PLAN, reference_draws=1, seeds=(11,), penalty_draws=2, production_repeats=1)
     baseline, candidate = Server("baseline", serial=False), Server("candidate", serial=False)
     cfg = GateConfig(
