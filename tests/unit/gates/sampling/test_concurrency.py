@@ -61,6 +61,11 @@ def test_auto_sends_a_batching_side_its_answers_sixteen_at_a_time_and_a_serial_o
     # probe's repeats after another's; the serial side still gets 4 at a time.
     assert _most_at_once(baseline, PRODUCTION_PROMPTS) == 10
     assert _most_at_once(candidate, PRODUCTION_PROMPTS) == 4
+    # ... and the serial side gets one probe's answers after another's, as before: its first
+    # json answer starts alone, the batching side's beside the two sums.
+    json_prompt = PROBES[1][1]
+    first_json = [next(n for m, n in s.starts if json_prompt in m) for s in (baseline, candidate)]
+    assert first_json == [3, 1]
     # The report says how many went at once and why, and counts the measuring requests (one
     # alone and four at once a side) with every other request the side was sent.
     assert (metrics["baseline_answers_at_once"], metrics["candidate_answers_at_once"]) == (16, 4)
