@@ -142,9 +142,8 @@ async def _cells(
 
 
 async def _sequence(
-    pair: EndpointPair, ep: Endpoint, request: SequenceRequest, slots: asyncio.Semaphore,
-    dl: float,
-) -> tuple[Completion | RawResponse, ...]:  # fmt: skip
+    pair: EndpointPair, ep: Endpoint, request: SequenceRequest, at_once: int, dl: float
+) -> tuple[Completion | RawResponse, ...]:
     """One sequence-level request `request.times` over on one side."""
     probe = f"{request.kind}:{request.label}"
     if request.raw:
@@ -155,9 +154,10 @@ async def _sequence(
     if request.isolate:  # one at a time, each after the isolation request
         return tuple([await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
                                       deadline_s=dl) for _ in range(request.times)])  # fmt: skip
+    gate = asyncio.Semaphore(at_once)
 
     async def one() -> Completion:
-        async with slots:
+        async with gate:
             return await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
                                    deadline_s=dl, isolate=False)  # fmt: skip
 
@@ -168,13 +168,12 @@ async def sequences(
     pair: EndpointPair, plan: SamplingPlan, setup: Mapping[str, SideSetup], dl: float
 ) -> tuple[SequenceDraws, ...]:
     """The production-settings probes, seeds, n > 1 and penalties on both sides (at once when
-    the pair allows it), in that order: the seeds and n > 1 one request at a time; on a side
-    given more than `plan.concurrency` slots (one that batches) each run of production or
-    penalty requests together, `setup.concurrency` answers at a time; else one request's
-    answers after another's, as before. The order is the plan's: llama-cpp-python 0.3 seeds
-    each request from one chain (`_seed` becomes Random(_seed).randint(…), or the request's own
-    seed), so a seeded request puts two identical servers in step, and answers moved after the
-    seeds would repeat pair by pair even where earlier requests had set the servers apart."""
+    the pair allows it), one request after another in the plan's order, each request's
+    repeats `setup.concurrency` at a time (the seeds isolated, one at a time). A request's
+    repeats go together and never beside another request's: on two vLLM 0.32.0 servers,
+    answers of every penalty, the control and the production probes sent 16 at a time
+    together stated the repetition penalty's power at 0.35-0.70 in 6 runs of 6, each
+    request's own 10 at once at 0.93-0.98, 4 at a time at 0.94-1.00 (RESULTS-time.md)."""
 
     def requests(name: str) -> list[SequenceRequest]:
         neutral = setup[name].neutral
@@ -183,28 +182,11 @@ async def sequences(
 
     async def side(name: str) -> list[tuple[Completion | RawResponse, ...]]:
         ep = pair.baseline if name == "baseline" else pair.candidate
-        slots = asyncio.Semaphore(setup[name].concurrency)
-        asked = requests(name)
-        out: dict[int, tuple[Completion | RawResponse, ...]] = {}
-
-        async def answers(i: int, r: SequenceRequest) -> None:
+        out = []
+        for r in requests(name):
             with part(f"answers ({r.kind})"):
-                out[i] = await _sequence(pair, ep, r, slots, dl)
-
-        # A serial side gains nothing from more at once (measured on the reference engine: the
-        # answers grouped took 82 s against 69 s one request after another), so it is sent
-        # what it was before this grouping.
-        grouped = setup[name].concurrency > plan.concurrency
-        together: list[int] = []  # consecutive requests whose answers go at once
-        for i, r in enumerate([*asked, None]):
-            if r is not None and grouped and not (r.raw or r.isolate):
-                together.append(i)
-                continue
-            await asyncio.gather(*(answers(k, asked[k]) for k in together))
-            together = []
-            if r is not None:
-                await answers(i, r)
-        return [out[i] for i in range(len(asked))]
+                out.append(await _sequence(pair, ep, r, setup[name].concurrency, dl))
+        return out
 
     b, c = await pair.sides(lambda: side("baseline"), lambda: side("candidate"))
     return tuple(

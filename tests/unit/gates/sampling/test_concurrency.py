@@ -25,11 +25,11 @@ from servegate.gates.sampling.production import PROBES
 from servegate.gates.sampling.sequences import SEED_PROMPT
 from servegate.verdict.model import GateResult
 
-# One temperature-1 cell of 24 draws, then the production-settings probes twice each (the
-# open-ended one four times): 10 answers, every one of them free to go at once.
+# One temperature-1 cell of 24 draws, then the production-settings probes 8 times each (the
+# open-ended one 16 times): 40 answers, each probe's free to go at once.
 PLAN = SamplingPlan(
     prompts=PROMPTS[:1], reference_draws=24, temperatures=(), truncations=(), seeds=(),
-    choices_requests=0, penalty_draws=0, bias_draws=0, production_repeats=2,
+    choices_requests=0, penalty_draws=0, bias_draws=0, production_repeats=8,
 )  # fmt: skip
 PRODUCTION_PROMPTS = {prompt for _, prompt, _ in PROBES}
 
@@ -57,22 +57,22 @@ def test_auto_sends_a_batching_side_its_answers_sixteen_at_a_time_and_a_serial_o
     metrics = _collect(baseline, candidate).metrics
     draw = {PROMPTS[0][1]}
     assert _most_at_once(baseline, draw) == _most_at_once(candidate, draw) == 4
-    # Every production answer of the batching side goes at once (all 10 under its 16), not one
-    # probe's repeats after another's; the serial side still gets 4 at a time.
-    assert _most_at_once(baseline, PRODUCTION_PROMPTS) == 10
+    # The batching side gets a probe's production answers 16 at a time (the open-ended probe's
+    # 16 at once), the serial side 4 at a time, as before.
+    assert _most_at_once(baseline, PRODUCTION_PROMPTS) == 16
     assert _most_at_once(candidate, PRODUCTION_PROMPTS) == 4
-    # ... and the serial side gets one probe's answers after another's, as before: its first
-    # json answer starts alone, the batching side's beside the two sums.
+    # ... and on both one probe's answers after another's, never beside another's: the first
+    # json answer starts alone.
     json_prompt = PROBES[1][1]
     first_json = [next(n for m, n in s.starts if json_prompt in m) for s in (baseline, candidate)]
-    assert first_json == [3, 1]
+    assert first_json == [1, 1]
     # The report says how many went at once and why, and counts the measuring requests (one
     # alone and four at once a side) with every other request the side was sent.
     assert (metrics["baseline_answers_at_once"], metrics["candidate_answers_at_once"]) == (16, 4)
     assert metrics["draws_at_once"] == 4
     assert str(metrics["baseline_batching"]).startswith("batches: 4 requests at once took")
     assert str(metrics["candidate_batching"]).startswith("serves one at a time: 4 requests")
-    assert metrics["requests_candidate"] == len(candidate.starts) == 1 + 5 + 24 + 10
+    assert metrics["requests_candidate"] == len(candidate.starts) == 1 + 5 + 24 + 40
 
 
 def test_a_number_is_sent_as_asked_on_both_sides_without_measuring() -> None:
@@ -86,8 +86,8 @@ def test_a_number_is_sent_as_asked_on_both_sides_without_measuring() -> None:
 
 
 def test_the_longer_answers_keep_their_order_around_the_seeded_requests() -> None:
-    """Production answers before the seeds, penalties after them, as the plan lists them (the
-    order before answers went together). llama-cpp-python 0.3 seeds each request from one
+    """Production answers before the seeds, penalties after them, as the plan lists them and as
+    before, each request's repeats together. llama-cpp-python 0.3 seeds each request from one
     chain that a seeded request resets (llama.py, `_create_completion`), so production answers
     moved after the seeds would repeat pair by pair on two identical servers."""
     plan = replace(PLAN, reference_draws=1, seeds=(11,), penalty_draws=2, production_repeats=1)
@@ -107,6 +107,6 @@ def test_the_longer_answers_keep_their_order_around_the_seeded_requests() -> Non
         assert (len(production), len(seeded), len(penalised)) == (5, 3, 8)
         assert max(production) < min(seeded)
         assert max(seeded) < min(penalised)
-        # each run of answers went at once: all 5 production answers, then all 8 penalty ones
-        assert max(server.starts[i][1] for i in production) == 5
-        assert max(server.starts[i][1] for i in penalised) == 8
+        # each request's repeats at once, never beside another request's (16 slots, 2 a request)
+        assert max(server.starts[i][1] for i in production) == 2
+        assert max(server.starts[i][1] for i in penalised) == 2
