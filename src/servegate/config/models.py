@@ -281,8 +281,8 @@ class GateConfig(_Frozen):
         "request at a time — each side measured as golden's auto measures it (one short "
         "request alone, then 4 at once); one request's repeats together, never beside "
         "another request's. Each answer is judged against its own logprobs (penalties) or as "
-        "a pair (production): two vLLM 0.32.0 CPU servers answer the 90 a side in 64-66 s "
-        "instead of 100 s, the penalties' stated power unchanged. The first-token "
+        "a pair (production): on two vLLM 0.32.0 CPU servers the gate's longer answers took "
+        "64-66 s instead of 100 s, the penalties' stated power unchanged. The first-token "
         "draws stay 4 at a time: each cell's draws are judged against one mean report, and "
         "vLLM's distribution moves with the batch (at 16, one A/A run in three failed "
         "temperature_0.5). A number: that many on both sides, unmeasured.",
