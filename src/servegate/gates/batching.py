@@ -88,3 +88,12 @@ async def measure(
     return judge(
         endpoint.name, width, (alone, lone_s), (list(together), time.perf_counter() - began)
     )
+
+
+async def measure_sides(pair: EndpointPair, *, gate: str, deadline_s: float) -> dict[str, Batching]:
+    """Each side's batching, measured on its own, the baseline first; only the baseline's when
+    both sides are one server (the candidate then batches as the baseline does)."""
+    sides = [("baseline", pair.baseline)]
+    if pair.candidate is not pair.baseline:
+        sides.append(("candidate", pair.candidate))
+    return {name: await measure(pair, ep, gate=gate, deadline_s=deadline_s) for name, ep in sides}

@@ -205,10 +205,8 @@ async def _width(pair: EndpointPair, cfg: GateConfig) -> tuple[int, tuple[Batchi
     batch (each measured on its own, the baseline first)."""
     if cfg.golden_concurrency != "auto":
         return cfg.golden_concurrency, ()
-    dl = cfg.request_deadline_s
-    one_server = pair.baseline is pair.candidate
-    sides = [pair.baseline] if one_server else [pair.baseline, pair.candidate]
-    measured = tuple([await batching.measure(pair, ep, gate=NAME, deadline_s=dl) for ep in sides])
+    found = await batching.measure_sides(pair, gate=NAME, deadline_s=cfg.request_deadline_s)
+    measured = tuple(found.values())
     return (batching.WIDTH if all(m.batches for m in measured) else 1), measured
 
 

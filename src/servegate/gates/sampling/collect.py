@@ -24,7 +24,6 @@ from servegate.endpoints.protocol import Endpoint
 from servegate.endpoints.recording import part
 from servegate.endpoints.types import Completion, RawResponse
 from servegate.gates import batching
-from servegate.gates.batching import Batching
 from servegate.gates.pair import EndpointPair
 from servegate.gates.sampling.bias import candidates
 from servegate.gates.sampling.first_token import reported
@@ -78,12 +77,7 @@ async def _concurrency(
     if cfg.sampling_answer_concurrency != "auto":
         at_once = cfg.sampling_answer_concurrency
         return {n: replace(s, concurrency=at_once) for n, s in setup.items()}
-    found: dict[str, Batching] = {}
-    for name, ep in (("baseline", pair.baseline), ("candidate", pair.candidate)):
-        if name == "candidate" and pair.candidate is pair.baseline:
-            break
-        found[name] = await batching.measure(pair, ep, gate=NAME,
-                                             deadline_s=cfg.request_deadline_s)  # fmt: skip
+    found = await batching.measure_sides(pair, gate=NAME, deadline_s=cfg.request_deadline_s)
     out = {}
     for name, side in setup.items():
         chosen = found.get(name, found["baseline"])  # one server: the baseline's measurement
