@@ -6,22 +6,27 @@ engine/variants.py): `flash-attn` (a different attention kernel) and `drift` (a 
 `logit-scale` keeps every greedy token and is systematically worse (ΔNLL +0.07 nats/token,
 z ≈ 9), so it must fail on perplexity; `mixed-dtype` answers commas (confident flips).
 
-The noise floor is measured once on the clean baseline and shared between the comparisons. The
-session's clean and mixed-dtype engines serve as candidates (the clean one is a second server next
-to this module's baseline); the other variants get an engine of their own. `drift` makes the same
-claim as `flash-attn` at 100 s on the CI machine and runs under `-m heavy`.
+The noise floor is measured once on the clean baseline and shared between the comparisons, and so
+is the baseline's answer to the reference-text scoring request (`ScoredOnce`: the same request to
+the same deterministic engine, whose repeats the first test shows exact; one ~2,950-token prompt,
+about 20 s of both cores, saved per comparison after the first). The session's clean and
+mixed-dtype engines serve as candidates (the clean one is a second server next to this module's
+baseline); the other variants get an engine of their own. `drift` makes the same claim as
+`flash-attn` at 100 s on the CI machine and runs under `-m heavy`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from servegate.config.models import EndpointConfig, GateConfig
 from servegate.endpoints.http import OpenAIEndpoint
+from servegate.endpoints.types import Completion
 from servegate.gates import numerics
 from servegate.gates.numerics import noise
 from servegate.gates.pair import EndpointPair
@@ -32,6 +37,31 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow, pytest.mark.timeout(900)]
 OPTS = numerics.NumericsConfig(prompts=numerics.PROMPTS[:6])
+
+
+class ScoredOnce(OpenAIEndpoint):
+    """The baseline's endpoint, its answer to each reference-text scoring request (an echoed
+    prompt of at least MIN_CHARS) kept in `answers` and given back when the same request comes
+    again; every other request goes to the server."""
+
+    MIN_CHARS = 2000
+
+    def __init__(self, base_url: str, answers: dict[str, Completion]) -> None:
+        super().__init__("baseline", base_url)
+        self.answers = answers
+
+    async def completion(
+        self, body: Mapping[str, Any], *, deadline_s: float | None = None
+    ) -> Completion:
+        if not (body.get("echo") and len(str(body.get("prompt", ""))) >= self.MIN_CHARS):
+            return await super().completion(body, deadline_s=deadline_s)
+        key = json.dumps(body, sort_keys=True)
+        if key not in self.answers:
+            answer = await super().completion(body, deadline_s=deadline_s)
+            if not answer.ok:
+                return answer
+            self.answers[key] = answer
+        return self.answers[key]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +85,9 @@ def floor(baseline: RunningEngine) -> noise.NoiseFloor:
 def judge(
     baseline: RunningEngine, floor: noise.NoiseFloor
 ) -> Callable[[RunningEngine], GateResult]:
-    """The numerics gate of a running candidate against the baseline, with the shared floor."""
+    """The numerics gate of a running candidate against the baseline, with the shared floor and
+    the baseline's reference-text scores taken once."""
+    scores: dict[str, Completion] = {}
 
     def run(candidate: RunningEngine) -> GateResult:
         async def judge(candidate_url: str) -> GateResult:
@@ -65,7 +97,7 @@ def judge(
                 request_deadline_s=120.0,
             )
             async with (
-                OpenAIEndpoint("baseline", baseline.base_url) as b,
+                ScoredOnce(baseline.base_url, scores) as b,
                 OpenAIEndpoint("candidate", candidate_url) as c,
             ):
                 pair = EndpointPair(b, c, model=baseline.model)

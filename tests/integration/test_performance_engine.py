@@ -7,6 +7,7 @@ the thresholds are the policy's, unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,13 +58,19 @@ async def test_batch_corrupt_answers_single_requests_right_and_fails_agreement_u
 
 @pytest.mark.timeout(300)
 def test_a_slow_candidate_fails_the_performance_gate_with_its_metric_and_interval(
-    gate_cli: GateCli, clean_engine: RunningEngine, slow_engine: RunningEngine
+    gate_cli: GateCli, clean_engine: RunningEngine, slow_engine: RunningEngine, tmp_path: Path
 ) -> None:
     # SLOW_DELAY_MS (300) between streamed events: a 40 ms delay measured on this loaded 2-core
     # machine hid entirely behind the engine's own ~50 ms per token (E2EL 0.91×).
+    # The smallest load that decides at the first look, measured alone on 2 cores (2026-12-07,
+    # two runs): 6 blocks a side of 4 requests, 2 answers alone: E2EL 3.71× and 3.91× (intervals
+    # 3.38-3.99×, 2.97-4.07×), TPOT 20×, 50 s instead of 77 s with 6 requests and 6 answers alone.
+    # (4 blocks a side decide throughput alone at the first look and stop there: not enough.)
+    config = tmp_path / "two-alone.yaml"
+    config.write_text("performance:\n  isolated_prompts: 2\n")
     proc, report = gate_cli(
         clean_engine, slow_engine, "--gates", "performance", "--perf-concurrency", "2",
-        "--perf-requests", "6", "--perf-output-tokens", "4",
+        "--perf-requests", "4", "--perf-output-tokens", "4", "--config", str(config),
     )  # fmt: skip
     assert proc.returncode == 1, report["gates"][0]["summary"]
     rows = {r["metric"]: r for r in report["performance"]}
@@ -93,12 +100,14 @@ CAPACITY_SLO = "tpot_ms=200"
 def test_a_slow_candidate_serves_a_lower_concurrency_under_the_slo(
     gate_cli: GateCli, clean_engine: RunningEngine, slow_engine: RunningEngine
 ) -> None:
-    # The smallest run that can decide: one block of one request, then a sweep of 1 and 2 with
-    # 4 requests a step (4 of 4 against 0 of 4: Fisher p 0.014). About 14 requests in all; the
-    # slow side's cost ~0.3 s x 7 events each is what makes this test take a minute.
+    # The smallest run that can decide: one block of one request and no further look (one
+    # block decides no latency check, and each look would add a block: 12 s of the slow side),
+    # then a sweep of 1 and 2 with 4 requests a step (4 of 4 against 0 of 4: Fisher p 0.014).
+    # About 14 requests in all; the slow side's ~0.3 s x 7 events each is most of its 24 s.
     proc, report = gate_cli(
         clean_engine, slow_engine, "--gates", "performance", "--perf-concurrency", "1",
-        "--perf-blocks", "1", "--perf-requests", "1", "--perf-output-tokens", "4",
+        "--perf-blocks", "1", "--perf-max-blocks", "1", "--perf-requests", "1",
+        "--perf-output-tokens", "4",
         "--slo", CAPACITY_SLO, "--capacity-concurrency", "1,2", "--capacity-requests", "4",
     )  # fmt: skip
     rows = {r["metric"]: r for r in report["performance"]}
