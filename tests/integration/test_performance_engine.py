@@ -34,8 +34,11 @@ async def test_batch_corrupt_answers_single_requests_right_and_fails_agreement_u
         cfg = GateConfig(
             baseline=EndpointConfig(url=clean_engine.base_url),
             candidate=EndpointConfig(url=faulty.base_url),
-            performance=PerformanceConfig(concurrency=2, blocks=2, requests_per_block=4,
-                                          isolated_prompts=4, output_tokens=12),
+            # max_blocks 2: the agreement decides here, not the latencies; with the default 12
+            # the open latency checks ran 2 more blocks a side per look (17-49 s, measured).
+            performance=PerformanceConfig(concurrency=2, blocks=2, max_blocks=2,
+                                          requests_per_block=4, isolated_prompts=4,
+                                          output_tokens=12),
         )  # fmt: skip
         base = OpenAIEndpoint("baseline", clean_engine.base_url)
         cand = OpenAIEndpoint("candidate", faulty.base_url)
