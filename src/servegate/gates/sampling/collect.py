@@ -148,10 +148,10 @@ async def _sequence(
     if request.isolate:  # one at a time, each after the isolation request
         return tuple([await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
                                       deadline_s=dl) for _ in range(request.times)])  # fmt: skip
-    gate = asyncio.Semaphore(at_once)
+    slots = asyncio.Semaphore(at_once)
 
     async def one() -> Completion:
-        async with gate:
+        async with slots:
             return await pair.send(ep, "chat", request.body, gate=NAME, probe=probe,
                                    deadline_s=dl, isolate=False)  # fmt: skip
 
