@@ -4,10 +4,13 @@
 # in turn, the README's default `servegate gate` (GATES=a,b: only those gates) against each
 # candidate with that source tree (its src first on PYTHONPATH), into OUT_DIR/NAME-VARIANT.json
 # (mixed-dtype: NAME-mixed.json) and the store OUT_DIR/ttv.db (benchmarks/time_to_verdict.py
-# reads it). One line per gate run in OUT_DIR/runs.txt: exit, wall, load.
+# reads it; DB_PER_TREE=1: OUT_DIR/NAME.db, one store per source tree, so that no tree reads a
+# store another tree's schema wrote). One line per gate run in OUT_DIR/runs.txt: exit, wall, load.
 # SERVE (words) goes to every `engine serve`: SERVE=--stock runs stock llama-cpp-python servers.
+# EXTRA (words) goes to every `servegate gate`: EXTRA=--complete runs every gate after a failure.
 set -u
 read -r -a serve <<< "${SERVE:-}"
+read -r -a extra <<< "${EXTRA:-}"
 read -r -a variants <<< "${VARIANTS:-clean mixed-dtype}"
 gates=()
 [ -n "${GATES:-}" ] && gates=(--gates "$GATES")
@@ -30,10 +33,11 @@ for _ in $(seq 180); do
   [ $up = 1 ] && break; sleep 1
 done
 gate() {  # gate NAME SRC_ROOT CANDIDATE_PORT
-  local t0 t1 rc
+  local t0 t1 rc db=$out/ttv.db
+  [ "${DB_PER_TREE:-0}" = 1 ] && db=$out/${1%%-*}.db
   t0=$(date +%s.%N)
   PYTHONPATH="$2/src" $PY -m servegate gate --baseline http://127.0.0.1:$pb/v1 \
-    --candidate http://127.0.0.1:$3/v1 "${gates[@]}" --json "$out/$1.json" --db "$out/ttv.db" --quiet
+    --candidate http://127.0.0.1:$3/v1 "${gates[@]}" "${extra[@]}" --json "$out/$1.json" --db "$db" --quiet
   rc=$?; t1=$(date +%s.%N)
   echo "$1 rc=$rc wall=$(echo "$t1 - $t0" | bc) load=$(cut -d' ' -f1 /proc/loadavg) at=$(date -u +%H:%M:%S)" | tee -a "$out/runs.txt"
 }
