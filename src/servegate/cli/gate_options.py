@@ -7,6 +7,7 @@ declarations from `option(name)`, with the help worded for what recording does w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -47,6 +48,27 @@ def _file_option(fmt: str) -> dict[str, Any]:
 
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0}
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+class Duration(click.ParamType[Any, Any]):
+    """Seconds, written `300`, `300s`, `5m`, `4m30s` or `1h`: more than 0."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float | int):
+            seconds = float(value)
+        else:
+            found = _DURATION.fullmatch(str(value).strip().lower())
+            if found is None or not any(found.groups()):
+                self.fail(f"{value!r} is not a duration (300, 300s, 5m, 4m30s, 1h)", param, ctx)
+            units = zip(found.groups(), _UNIT_S.values(), strict=True)
+            seconds = sum(float(n) * unit for n, unit in units if n)
+        if not 0 < seconds < float("inf"):
+            self.fail(f"{value!r}: a duration must be more than 0 seconds", param, ctx)
+        return seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +199,18 @@ class GateOptions:
             type=float,
             help="Deadline for the whole run; finished gates keep their results, the running one "
             "is inconclusive.",
+        )
+    )
+    budget: float | None = field(
+        metadata=_option(
+            "--budget",
+            default=None,
+            type=Duration(),
+            help="Plan the run to fit this time (300, 5m, 4m30s): numerics' probes and prompt "
+            "scoring, the sampling plan's draws and the performance gate's extra looks are sized "
+            "to the time left, from the speed the gates so far measured; golden, context and "
+            "startup run whole. Each gate's report says what it was given and which power that "
+            "gave up. A plan, not a deadline. Default: every gate at full power.",
         )
     )
     strict: bool = field(

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from servegate.config.models import GateConfig
 from servegate.gates import context, embeddings, golden, numerics, performance, sampling, startup
 from servegate.gates.pair import EndpointPair
+from servegate.orchestration.budget import Budget
 from servegate.orchestration.gate_time import TimeRecorder
 from servegate.verdict.model import GateResult, Outcome, Severity, Status
 
@@ -42,7 +43,8 @@ async def _golden(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -
 
 
 async def _sampling(pair: EndpointPair, cfg: GateConfig, progress: GateProgress) -> GateResult:
-    evidence = await sampling.collect(pair, cfg, progress=progress)
+    plan = sampling.SamplingPlan().scaled(cfg.sampling_share)
+    evidence = await sampling.collect(pair, cfg, plan=plan, progress=progress)
     return sampling.evaluate(evidence, cfg.policy, strict=cfg.strict)
 
 
@@ -138,6 +140,11 @@ async def run_gates(
         if finished is not None:
             finished(result)
 
+    budget = None if cfg.budget_s is None else Budget(cfg.budget_s)
+    for r in previous:
+        if budget is not None:
+            budget.ran(r.name, r)  # an earlier attempt's gates spent the budget too
+    todo = [name for name in gates if name in cfg.gates and name not in done]
     skip_reason: str | None = None
     for name, gate in gates.items():
         if name not in cfg.gates:
@@ -159,10 +166,15 @@ async def run_gates(
                 progress(_name, done, total, label)
 
         gate_progress(0, 1, "")
+        planned = budget.plan(name, todo[todo.index(name) :], cfg) if budget else None
         started = time.perf_counter()
-        result = await gate(pair, cfg, gate_progress)
+        result = await gate(pair, planned.cfg if planned else cfg, gate_progress)
         spent = counting.time(name, time.perf_counter() - started)
+        if planned is not None:
+            spent = spent.model_copy(update={"share": planned.share, "plan": planned.text})
         result = result.model_copy(update={"time": spent})
+        if budget is not None:
+            budget.ran(name, result)
         skip_reason = _not_ready(result) or (None if cfg.complete else failed_fast(result))
         judged(result)
         gate_progress(1, 1, str(result.status))

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from servegate.reports.changes import changes, launch_lines, summary
 from servegate.reports.plain import plain
-from servegate.reports.time_parts import largest_parts
+from servegate.reports.time_parts import budget_plans, largest_parts
 from servegate.verdict.model import Report, Severity, Status
 
 STATUS_STYLE = {
@@ -54,6 +54,9 @@ def render(report: Report, *, max_findings: int = 8, show_info: bool = False) ->
         )
         gates.caption_justify = "left"
     parts: list[Table | Text] = [header, *_what_changed(report), gates]
+    if plans := budget_plans(report):
+        parts.append(Text("Budget plan (--budget: the power each gate gave up):", style="bold"))
+        parts.append(_plain("\n".join(f"  - {name}: {plan}" for name, plan in plans)))
     if report.correctness:
         table = Table(title="Correctness Report", title_justify="left")
         for col in ("metric", "baseline", "candidate", "threshold", "status"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servegate.verdict.model import GateResult, PartTime, Report
 
-__all__ = ["NOTE", "largest_parts", "part_rows"]
+__all__ = ["NOTE", "budget_plans", "largest_parts", "part_rows"]
 
 NOTE = (
     "A part's seconds are the time some request of it was in flight on either side; parts run "
@@ -28,7 +28,15 @@ def part_rows(report: Report) -> list[tuple[str, str, str, str]]:
         if g.time.busy:
             busy = ", ".join(f"{side} {s:.1f} s" for side, s in g.time.busy.items())
             rows.append((g.name, "(each side busy)", busy, g.time.busy_text()))
+        if g.time.plan:
+            share = "" if g.time.share is None else f"{g.time.share:.0%} of its scalable work"
+            rows.append((g.name, "(budget plan)", share, g.time.plan))
     return rows
+
+
+def budget_plans(report: Report) -> list[tuple[str, str]]:
+    """(gate, what the run's budget gave it and gave up) for each gate planned by `--budget`."""
+    return [(g.name, g.time.plan) for g in report.gates if g.time is not None and g.time.plan]
 
 
 def largest_parts(gate: GateResult, n: int = 3) -> str:

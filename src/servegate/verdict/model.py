@@ -139,6 +139,10 @@ class GateTime(_Frozen):
     # Per side, the time some request of it was in flight: the busier side bounds the gate's
     # time from below (its requests wait on each other), the other side idled the rest.
     busy: dict[str, float] = Field(default_factory=dict)
+    # With a run budget (`--budget`): the share of its scalable work the gate was planned and
+    # what that gave up, in words ("" without a budget).
+    share: float | None = None
+    plan: str = ""
 
     @property
     def total_requests(self) -> int:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from servegate.cli.gate_cmd import gate
+from servegate.cli.gate_options import Duration
 
 
 def _closed_url() -> str:
@@ -57,3 +59,27 @@ def test_a_bad_file_writes_no_database(tmp_path: Path) -> None:
     assert "numerics_prompts" in result.output
     assert not db.exists()
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_a_budget_is_read_as_a_duration(tmp_path: Path) -> None:
+    path = _config(tmp_path)
+    code, out = _gate("--config", str(path), "--budget", "4m30s", "--probe-deadline-s", "2")
+    assert code == 3, out  # accepted: it got as far as the (closed) endpoints
+    code, out = _gate("--config", str(path), "--budget", "5 minutes")
+    assert code == 2
+    assert "'5 minutes' is not a duration (300, 300s, 5m, 4m30s, 1h)" in out
+    code, out = _gate("--config", str(path), "--budget", "0s")
+    assert code == 2
+    assert "a duration must be more than 0 seconds" in out
+    code, out = _gate("--config", str(_config(tmp_path, "budget_s: -5\n")))
+    assert code == 2
+    assert "budget_s: Input should be greater than 0" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("300", 300.0), ("300s", 300.0), ("5m", 300.0), ("4m30s", 270.0), ("1h", 3600.0),
+     ("1.5m", 90.0), (" 2M ", 120.0)],
+)  # fmt: skip
+def test_a_duration_s_seconds(text: str, seconds: float) -> None:
+    assert Duration().convert(text, None, None) == seconds

@@ -73,3 +73,31 @@ def test_the_terminal_names_each_gates_longest_parts(timed: Report) -> None:
 def test_a_report_without_parts_prints_no_empty_table(failing_report: Report) -> None:
     assert "Where the time went" not in render_markdown(failing_report)
     assert "Where the time went" not in render_html(failing_report)
+
+
+def test_every_format_says_what_a_budget_gave_each_gate_and_what_it_gave_up(timed: Report) -> None:
+    plan = "4 of 12 probes, prompt scoring up to 14 s a side, not 600 s (estimated 19 s)"
+    gates = tuple(
+        g.model_copy(update={"time": g.time.model_copy(update={"share": 0.3, "plan": plan})})
+        if g.time is not None else g
+        for g in timed.gates
+    )  # fmt: skip
+    planned = timed.model_copy(update={"gates": gates})
+    data = json.loads(dump_report(planned))
+    [numerics] = [g for g in data["gates"] if g["name"] == "numerics"]
+    assert (numerics["time"]["share"], numerics["time"]["plan"]) == (0.3, plan)
+    assert f"| numerics | (budget plan) | 30% of its scalable work | {plan} |" in (
+        render_markdown(planned)
+    )
+    assert f"<td>{plan}</td>" in render_html(planned)
+    out = io.StringIO()
+    print_report(planned, Console(file=out, width=400, color_system=None))
+    assert "Budget plan (--budget: the power each gate gave up):" in out.getvalue()
+    assert f"  - numerics: {plan}" in out.getvalue()
+
+
+def test_a_run_without_a_budget_prints_no_plan(timed: Report) -> None:
+    out = io.StringIO()
+    print_report(timed, Console(file=out, width=400, color_system=None))
+    assert "Budget plan" not in out.getvalue()
+    assert "(budget plan)" not in render_markdown(timed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -63,6 +63,10 @@ class Kind(StrEnum):
 TRUNCATIONS = (Kind.TOP_P, Kind.TOP_K, Kind.MIN_P)
 
 
+# The fewest draws (or repeats) a scaled plan gives any cell (SamplingPlan.scaled).
+MIN_SCALED = 3
+
+
 @dataclass(frozen=True)
 class SamplingPlan:
     """How many draws of what; every threshold lives in `Policy.sampling`.
@@ -106,6 +110,27 @@ class SamplingPlan:
             raise ValueError("concurrency must be at least 1")
         if any(t <= 0 or t == 1.0 for t in self.temperatures):
             raise ValueError("tempered cells are at temperatures above 0 other than 1")
+
+    def scaled(self, share: float) -> SamplingPlan:
+        """This plan with every cell's draws and every repeated answer times `share`, rounded
+        up and at least MIN_SCALED (a count already below it, or 0, is kept): the whole plan at
+        1. The prompts, temperatures, truncations and seeds stay: what is checked stays, each
+        check on fewer draws."""
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"share must be in (0, 1], not {share}")
+
+        def part(n: int) -> int:
+            return min(n, max(MIN_SCALED, math.ceil(n * share)))
+
+        return replace(
+            self,
+            reference_draws=part(self.reference_draws),
+            tempered_draws=part(self.tempered_draws),
+            truncation_draws=part(self.truncation_draws),
+            penalty_draws=part(self.penalty_draws),
+            bias_draws=part(self.bias_draws),
+            production_repeats=part(self.production_repeats),
+        )
 
 
 def draw_request(prompt: str, temperature: float, extra: Mapping[str, Any]) -> dict[str, Any]:

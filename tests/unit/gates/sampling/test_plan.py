@@ -75,3 +75,24 @@ def test_truncation_cells_use_the_first_prompts_with_a_clear_set_and_put_the_val
 def test_a_plan_without_draws_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one draw"):
         SamplingPlan(reference_draws=0)
+
+
+def test_a_scaled_plan_keeps_every_check_on_fewer_draws() -> None:
+    whole = SamplingPlan()
+    half = whole.scaled(0.5)
+    assert (half.reference_draws, half.tempered_draws, half.truncation_draws) == (48, 24, 24)
+    assert (half.penalty_draws, half.bias_draws, half.production_repeats) == (5, 12, 5)
+    assert (half.prompts, half.temperatures, half.seeds) == (
+        whole.prompts, whole.temperatures, whole.seeds,
+    )  # fmt: skip
+    assert whole.scaled(1.0) == whole
+    tiny = whole.scaled(0.01)
+    assert min(tiny.reference_draws, tiny.penalty_draws, tiny.production_repeats) == 3
+    assert SamplingPlan(bias_draws=0, penalty_draws=2).scaled(0.5).bias_draws == 0
+    assert SamplingPlan(penalty_draws=2).scaled(0.5).penalty_draws == 2
+
+
+@pytest.mark.parametrize("share", [0.0, -0.5, 1.5])
+def test_a_share_outside_0_to_1_is_refused(share: float) -> None:
+    with pytest.raises(ValueError, match="share must be in"):
+        SamplingPlan().scaled(share)

@@ -1,0 +1,162 @@
+"""`--budget`: plan a run to fit a time, and say in each gate's report which power it gave up.
+
+The cost model is each gate's seconds in the default run between two reference engines on the
+2-core host (benchmarks/RESULTS-time.md, `full-defaults-2/ref-after`: 410 s), split into the
+work a plan can scale and the rest, times the run's *speed*: the measured seconds of the gates
+run so far over their modelled seconds (startup first, then each gate in turn). Prompt scoring
+is left out of the speed: it is given seconds, not a share, and keeps to them itself
+(`perplexity_budget_s`). Before each gate the time left is shared out:
+
+    fixed = speed × the unscalable seconds of the gates still to run
+    free  = time left − fixed
+    share = free / (speed × their scalable seconds), within [MIN_SHARE, 1]
+
+and the gate about to run gets its part of it: numerics `ceil(share × numerics_prompts)`
+probes and prompt scoring limited to its part of `free` (SCORING_S of SCALABLE_S, at most the
+configured `perplexity_budget_s`); sampling `sampling_share = share`; performance no looks
+after its first when the share is below 1. Golden, context, startup and embeddings run whole:
+each of their probes is a behaviour, not a draw, so cutting one would drop coverage, not
+power. Planning again before each gate corrects the model with what the run has measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servegate.config.models import GateConfig
+from servegate.verdict.model import GateResult, Status
+
+__all__ = ["MIN_SHARE", "Budget", "Planned"]
+
+# (unscalable, scalable) seconds of each gate in the reference run named above; numerics'
+# scalable seconds are its probes (9 s) and prompt scoring (SCORING_S).
+COST: dict[str, tuple[float, float]] = {
+    "startup": (9.0, 0.0),
+    "numerics": (1.0, 54.0),
+    "embeddings": (0.2, 0.0),
+    "golden": (82.0, 0.0),
+    "sampling": (1.0, 107.0),
+    "context": (59.0, 0.0),
+    "performance": (97.0, 0.0),
+}
+SCORING_S = 45.0
+SCORING_PART = "prompt scoring"
+MIN_SHARE = 0.25  # a sampling cell keeps a quarter of its draws, numerics 3 of its 12 probes
+MIN_SCORING_S = 5.0  # the first reference text is scored whatever the budget (perplexity.py)
+SPEED_RANGE = (0.25, 10.0)
+WHOLE = "each probe is a behaviour, not a draw: run whole"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One gate's part of the budget: the settings it runs with, and what they give up."""
+
+    cfg: GateConfig
+    share: float
+    estimate_s: float
+    text: str
+    scoring_s: float | None = None  # numerics: the seconds prompt scoring was given
+
+
+def _scoring_seconds(result: GateResult) -> float:
+    if result.time is None:
+        return 0.0
+    return sum(p.seconds for p in result.time.parts if p.part.startswith(SCORING_PART))
+
+
+@dataclass
+class Budget:
+    """The run's budget, planned again before each gate from what the gates so far took."""
+
+    total_s: float
+    spent_s: float = 0.0
+    _measured: float = 0.0  # seconds of the gates run, prompt scoring left out
+    _modelled: float = 0.0  # their model seconds at the share each ran with
+
+    @property
+    def speed(self) -> float:
+        """How much slower than the model this run's gates have been (1 before any ran)."""
+        if self._modelled <= 0:
+            return 1.0
+        low, high = SPEED_RANGE
+        return min(high, max(low, self._measured / self._modelled))
+
+    def plan(self, name: str, todo: Sequence[str], cfg: GateConfig) -> Planned:
+        """`cfg` for gate `name`, the first of `todo` (the gates still to run, in order)."""
+        speed, left = self.speed, self.total_s - self.spent_s
+        fixed = speed * sum(COST.get(g, (0.0, 0.0))[0] for g in todo)
+        scalable = sum(COST.get(g, (0.0, 0.0))[1] for g in todo)
+        free = left - fixed
+        share = 1.0 if scalable <= 0 else min(1.0, max(MIN_SHARE, free / (speed * scalable)))
+        unscalable, scaled = COST.get(name, (0.0, 0.0))
+        estimate = speed * (unscalable + share * scaled)
+        where = (
+            f"estimated {estimate:.0f} s at {speed:.2f}× the model's speed; {left:.0f} s of "
+            f"the {self.total_s:g} s budget left"
+            + (
+                f", {fixed:.0f} s of it for the work no plan scales: the smallest plan runs"
+                if free < speed * scalable * MIN_SHARE
+                else ""
+            )
+        )
+        if name == "numerics":
+            return self._numerics(cfg, share, max(free, 0.0) * SCORING_S / scalable, where)
+        if name == "sampling" and share < 1.0:
+            return Planned(
+                cfg.model_copy(update={"sampling_share": min(share, cfg.sampling_share)}),
+                share,
+                estimate,
+                f"{share:.0%} of the sampling plan's draws and repeated answers ({where}): each "
+                "passing check states the temperature error it would have detected at these "
+                f"draws, about {1 / math.sqrt(share):.1f}× the whole plan's",
+            )
+        perf = cfg.performance
+        # The looks after the first cost up to (max_blocks - blocks) / blocks × its blocks' time,
+        # and only where the first look leaves a check open: kept while the time left holds them.
+        extra = estimate * max(0, perf.max_blocks - perf.blocks) / perf.blocks
+        if name == "performance" and extra > 0 and free < extra:
+            perf = perf.model_copy(update={"max_blocks": perf.blocks})
+            return Planned(
+                cfg.model_copy(update={"performance": perf}),
+                perf.blocks / cfg.performance.max_blocks,
+                estimate,
+                f"no looks after the first: {perf.blocks} blocks a side, not up to "
+                f"{cfg.performance.max_blocks} ({where}); a check the first look leaves open is "
+                "not measured",
+            )
+        if scaled > 0 and share >= 1.0:
+            return Planned(cfg, share, estimate, f"whole ({where})")
+        return Planned(cfg, 1.0, estimate, f"{WHOLE} ({where})")
+
+    def _numerics(self, cfg: GateConfig, share: float, scoring_s: float, where: str) -> Planned:
+        probes = min(cfg.numerics_prompts, max(3, math.ceil(share * cfg.numerics_prompts)))
+        scoring = min(cfg.perplexity_budget_s, max(MIN_SCORING_S, scoring_s))
+        update = {"numerics_prompts": probes, "perplexity_budget_s": scoring}
+        estimate = self.speed * (COST["numerics"][0] + share * (COST["numerics"][1] - SCORING_S))
+        estimate += scoring
+        if probes == cfg.numerics_prompts and scoring == cfg.perplexity_budget_s:
+            text = f"whole ({where})"
+        else:
+            text = (
+                f"{probes} of {cfg.numerics_prompts} probes, prompt scoring up to {scoring:.0f} s "
+                f"a side, not {cfg.perplexity_budget_s:g} s ({where}): flips and Δlogprobs rest "
+                "on fewer prompts, and the perplexity interval on the tokens scored (its row "
+                "says how many: the interval widens as 1/√tokens)"
+            )
+        return Planned(cfg.model_copy(update=update), share, estimate, text, scoring)
+
+    def ran(self, name: str, result: GateResult) -> None:
+        """Count a finished gate's seconds, and what they say of the run's speed."""
+        if result.time is None:
+            return
+        self.spent_s += result.time.seconds
+        if result.status is Status.SKIP or name not in COST:
+            return
+        unscalable, scaled = COST[name]
+        share = 1.0 if result.time.share is None else result.time.share
+        if name == "numerics":
+            scaled -= SCORING_S
+        self._measured += max(0.0, result.time.seconds - _scoring_seconds(result))
+        self._modelled += unscalable + share * scaled

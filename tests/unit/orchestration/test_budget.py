@@ -1,0 +1,151 @@
+"""`--budget`: each gate is planned from the time left and the speed the gates so far measured,
+and says what it was given and which power that gave up."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from servegate.config.models import EndpointConfig, GateConfig
+from servegate.endpoints.scripted import ScriptedServer, reply_json
+from servegate.gates.pair import EndpointPair
+from servegate.orchestration.budget import COST, MIN_SHARE, SCORING_S, Budget
+from servegate.orchestration.runner import GateProgress, GateRunner, run
+from servegate.verdict.model import GateResult, GateTime, PartTime, Status
+
+ORDER = ("startup", "numerics", "embeddings", "golden", "sampling", "context", "performance")
+# Each gate's seconds in the reference run the model was taken from (the numerics pair: its
+# probes and other work, then its prompt scoring).
+REFERENCE = {"startup": 9.0, "numerics": (10.0, 45.0), "embeddings": 0.2, "golden": 82.0,
+             "sampling": 108.0, "context": 59.0, "performance": 97.0}  # fmt: skip
+
+
+def _cfg(**extra: Any) -> GateConfig:
+    return GateConfig(
+        baseline=EndpointConfig(url="http://127.0.0.1:9/v1"),
+        candidate=EndpointConfig(url="http://127.0.0.1:9/v1"),
+        **extra,
+    )
+
+
+def _simulate(total_s: float, slower: float) -> tuple[float, dict[str, GateConfig]]:
+    """A run of engines `slower` × the reference's speed (prompt scoring too) under a budget:
+    each gate takes its reference seconds × `slower` at the settings planned for it."""
+    budget, spent, given = Budget(total_s), 0.0, {}
+    for i, name in enumerate(ORDER):
+        planned = budget.plan(name, ORDER[i:], _cfg())
+        cfg, parts = planned.cfg, ()
+        given[name] = cfg
+        if name == "numerics":
+            probes, scoring = REFERENCE["numerics"]  # type: ignore[misc]
+            scored = min(scoring * slower, cfg.perplexity_budget_s)
+            seconds = probes * slower * cfg.numerics_prompts / 12 + scored
+            parts = (PartTime(part="prompt scoring (perplexity)", seconds=scored),)
+        elif name == "sampling":
+            seconds = REFERENCE[name] * slower * cfg.sampling_share  # type: ignore[operator]
+        else:
+            seconds = REFERENCE[name] * slower  # type: ignore[operator]
+        spent += seconds
+        time = GateTime(seconds=seconds, parts=parts, share=planned.share, plan=planned.text)
+        budget.ran(name, GateResult(name=name, status=Status.PASS, summary="", time=time))
+    return spent, given
+
+
+def test_the_model_is_the_reference_run_it_names() -> None:
+    assert sum(a + b for a, b in COST.values()) == pytest.approx(410, abs=1)
+    assert COST["numerics"][1] > SCORING_S
+
+
+def test_a_budget_the_whole_run_fits_changes_nothing() -> None:
+    spent, given = _simulate(600, slower=1.0)
+    assert spent == pytest.approx(411, abs=1)
+    assert all(cfg == _cfg() for name, cfg in given.items() if name != "numerics")
+    assert given["numerics"].numerics_prompts == 12
+    assert given["numerics"].perplexity_budget_s > 45
+
+
+def test_a_tight_budget_scales_the_scalable_gates_and_keeps_the_rest_whole() -> None:
+    spent, given = _simulate(300, slower=1.0)
+    assert spent <= 300 * 1.02
+    sampling = given["sampling"].sampling_share
+    assert MIN_SHARE <= sampling < 0.5
+    assert given["numerics"].numerics_prompts < 12
+    assert given["numerics"].perplexity_budget_s < 45
+    assert given["performance"].performance.max_blocks == given["performance"].performance.blocks
+    assert given["golden"] == given["context"] == given["startup"] == _cfg()
+
+
+def test_slower_engines_are_measured_and_given_less_of_the_scalable_work() -> None:
+    _, fast = _simulate(480, slower=1.0)
+    slow_spent, slow = _simulate(480, slower=1.3)  # 533 s at full power
+    assert fast["sampling"].sampling_share == 1.0
+    assert slow["sampling"].sampling_share < 1.0
+    assert slow_spent <= 480 * 1.01  # a model: within 1 % when every gate is slower alike
+
+
+def test_a_budget_too_small_for_the_unscalable_gates_runs_the_smallest_plan_and_says_so() -> None:
+    budget = Budget(60)
+    planned = budget.plan("sampling", ORDER[4:], _cfg())
+    assert planned.cfg.sampling_share == MIN_SHARE
+    assert "the smallest plan runs" in planned.text
+    assert "about 2.0× the whole plan's" in planned.text
+
+
+def test_a_setting_already_below_the_plan_is_kept() -> None:
+    planned = Budget(10_000).plan("numerics", ORDER[1:], _cfg(numerics_prompts=4))
+    assert planned.cfg.numerics_prompts == 4
+    planned = Budget(300).plan("sampling", ORDER[4:], _cfg(sampling_share=0.1))
+    assert planned.cfg.sampling_share == 0.1
+
+
+# Through the runner: gates that record the settings they were given.
+
+
+@pytest.fixture
+async def urls() -> AsyncIterator[tuple[str, str]]:
+    def server() -> ScriptedServer:
+        return ScriptedServer().route(
+            "/v1/models", reply_json({"object": "list", "data": [{"id": "m"}]})
+        )
+
+    async with server() as baseline, server() as candidate:
+        yield baseline.url, candidate.url
+
+
+def _recording(seen: dict[str, GateConfig]) -> dict[str, GateRunner]:
+    def gate(name: str) -> GateRunner:
+        async def run_gate(pair: EndpointPair, cfg: GateConfig, _: GateProgress) -> GateResult:
+            seen[name] = cfg
+            return GateResult(name=name, status=Status.PASS, summary=name)
+
+        return run_gate
+
+    return {name: gate(name) for name in ORDER}
+
+
+async def test_the_runner_plans_each_gate_and_its_report_says_what_it_gave_up(
+    urls: tuple[str, str],
+) -> None:
+    seen: dict[str, GateConfig] = {}
+    cfg = GateConfig(baseline=EndpointConfig(url=urls[0]), candidate=EndpointConfig(url=urls[1]),
+                     budget_s=1.0)  # fmt: skip
+    report = await run(cfg, gates=_recording(seen))
+    assert seen["sampling"].sampling_share == MIN_SHARE
+    assert seen["numerics"].numerics_prompts == 3
+    assert seen["performance"].performance.max_blocks == seen["performance"].performance.blocks
+    plans = {g.name: g.time.plan for g in report.gates if g.time is not None}
+    assert set(plans) == set(ORDER)
+    assert "25% of the sampling plan's draws" in plans["sampling"]
+    assert "3 of 12 probes" in plans["numerics"]
+    assert "no looks after the first" in plans["performance"]
+    assert "run whole" in plans["golden"]
+
+
+async def test_without_a_budget_every_gate_gets_the_run_s_settings(urls: tuple[str, str]) -> None:
+    seen: dict[str, GateConfig] = {}
+    cfg = GateConfig(baseline=EndpointConfig(url=urls[0]), candidate=EndpointConfig(url=urls[1]))
+    report = await run(cfg, gates=_recording(seen))
+    assert all(given == cfg for given in seen.values())
+    assert all(g.time is not None and not g.time.plan for g in report.gates)
