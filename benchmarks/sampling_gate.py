@@ -23,6 +23,7 @@ alone, and so is each of vLLM's harmless paths against the default baseline: `vl
 (`--enforce-eager`), `vllm-fp32` (`--dtype float32`; the default runs the fp32 weights as bf16)
 and `vllm-no-prefix-cache` (`--no-enable-prefix-caching`) — controls that must pass.
 
+`--share X` runs the gate on that share of its plan (`sampling_share`, what `--budget` sets).
 `--repeats N` runs each control N times (faults once); `--rows a,b` runs those rows only (a row
 named twice runs twice). A row's report is `ROW-K.json` with K the first number not yet in
 `--out`, so a later series adds to the earlier one's files. Run it under the shared lock
@@ -51,14 +52,20 @@ FAULT_LAYER = FAULTS[:7]
 REFERENCE_ONLY = ("flash-attn", "logit-scale")  # weight and flag variants of our own engine
 
 
-def _gate(baseline: str, candidate: str, out: Path, *, in_turn: bool = False) -> tuple[int, float]:
+def _gate(
+    baseline: str, candidate: str, out: Path, *, in_turn: bool = False, share: float = 1.0
+) -> tuple[int, float]:
     """`in_turn`: the sides take turns (`sides_at_once: false`), for the fault layer in front of
-    the baseline's own server: one server under two names, which the gate cannot tell by URL."""
+    the baseline's own server: one server under two names, which the gate cannot tell by URL.
+    `share` < 1: that share of the sampling plan (`sampling_share`, what `--budget` sets)."""
     t0 = time.perf_counter()
     config: list[str] = []
-    if in_turn:
-        turns = out.with_suffix(".config.yaml")
-        turns.write_text("sides_at_once: false\n")
+    settings = ("sides_at_once: false\n" if in_turn else "") + (
+        f"sampling_share: {share}\n" if share < 1 else ""
+    )
+    turns = out.with_suffix(".config.yaml")
+    if settings:
+        turns.write_text(settings)
         config = ["--config", str(turns)]
     proc = subprocess.run(
         [sys.executable, "-m", "servegate", "gate", *config, "--baseline", baseline,
@@ -66,7 +73,7 @@ def _gate(baseline: str, candidate: str, out: Path, *, in_turn: bool = False) ->
          "--quiet", "--deadline-s", "180"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-    if in_turn:
+    if settings:
         turns.unlink()
     if not out.exists():
         raise SystemExit(f"no report from {candidate}: exit {proc.returncode}\n{proc.stderr}")
@@ -169,7 +176,13 @@ def next_path(out_dir: Path, row: str) -> Path:
 
 
 def run(
-    out_dir: Path, rows: tuple[str, ...], repeats: int, *, stock: bool, vllm: str | None = None
+    out_dir: Path,
+    rows: tuple[str, ...],
+    repeats: int,
+    *,
+    stock: bool,
+    vllm: str | None = None,
+    share: float = 1.0,
 ) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     logs = series_logs(out_dir)
@@ -181,7 +194,7 @@ def run(
                 # they are not batch-invariant): they take turns, as same-server's do.
                 in_turn = vllm is not None and row in FAULT_LAYER
                 with _candidate(row, baseline_url, stock, vllm, logs) as url:
-                    code, wall_s = _gate(baseline_url, url, path, in_turn=in_turn)
+                    code, wall_s = _gate(baseline_url, url, path, in_turn=in_turn, share=share)
                 report = json.loads(path.read_text())
                 report["_bench"] = {"exit_code": code, "wall_s": round(wall_s, 1),
                                     "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
@@ -241,6 +254,7 @@ def main() -> None:
     parser.add_argument("--vllm", default=None, help="a vLLM venv's python")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", default=None, help="comma-separated rows (default: all)")
+    parser.add_argument("--share", type=float, default=1.0, help="sampling_share (default 1)")
     args = parser.parse_args()
     if args.table:
         table(args.table)
@@ -253,7 +267,7 @@ def main() -> None:
     if not args.vllm:
         rows = tuple(r for r in rows if r not in VLLM_PATHS)
     print(HEADER, flush=True)
-    run(args.out, rows, args.repeats, stock=args.stock, vllm=args.vllm)
+    run(args.out, rows, args.repeats, stock=args.stock, vllm=args.vllm, share=args.share)
 
 
 if __name__ == "__main__":

@@ -3,20 +3,23 @@
 The cost model is each gate's seconds in the default run between two reference engines on the
 2-core host (benchmarks/RESULTS-time.md, `full-defaults-2/ref-after`: 410 s), split into the
 work a plan can scale and the rest, times the run's *speed*: the measured seconds of the gates
-run so far over their modelled seconds (startup first, then each gate in turn). Prompt scoring
-is left out of the speed: it is given seconds, not a share, and keeps to them itself
-(`perplexity_budget_s`). Before each gate the time left is shared out:
+run so far over their modelled seconds (startup first, then each gate in turn). Left out of the
+speed: prompt scoring, which is given seconds, not a share, and keeps to them itself
+(`perplexity_budget_s`), and the baseline's own noise, sent only when answers differ (a
+candidate that needs it spends that time, and the gates after it get less). Before each gate
+the time left is shared out:
 
     fixed = speed × the unscalable seconds of the gates still to run
     free  = time left − fixed
     share = free / (speed × their scalable seconds), within [MIN_SHARE, 1]
 
-and the gate about to run gets its part of it: numerics `ceil(share × numerics_prompts)`
-probes and prompt scoring limited to its part of `free` (SCORING_S of SCALABLE_S, at most the
-configured `perplexity_budget_s`); sampling `sampling_share = share`; performance no looks
-after its first when the share is below 1. Golden, context, startup and embeddings run whole:
-each of their probes is a behaviour, not a draw, so cutting one would drop coverage, not
-power. Planning again before each gate corrects the model with what the run has measured.
+and the gate about to run gets its part: numerics `ceil(share × numerics_prompts)` probes and
+prompt scoring limited to its part of `free` (SCORING_S of the scalable seconds, at most the
+configured `perplexity_budget_s`); sampling `sampling_share = share` (its production-settings
+answers and seeds run whole); performance no looks after its first when the time left would
+not hold them. Golden, context, startup and embeddings run whole: each of their probes is a
+behaviour, not a draw, so cutting one would drop coverage, not power. Planning again before
+each gate corrects the model with what the run has measured.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servegate.config.models import GateConfig
+from servegate.gates.golden.collect import HIT_PART
+from servegate.gates.numerics.noise import NOISE_PART
 from servegate.verdict.model import GateResult, Status
 
 __all__ = ["MIN_SHARE", "Budget", "Planned"]
@@ -37,12 +42,15 @@ COST: dict[str, tuple[float, float]] = {
     "numerics": (1.0, 54.0),
     "embeddings": (0.2, 0.0),
     "golden": (82.0, 0.0),
-    "sampling": (1.0, 107.0),
+    "sampling": (29.0, 79.0),  # its production answers and seeds run whole
     "context": (59.0, 0.0),
     "performance": (97.0, 0.0),
 }
 SCORING_S = 45.0
 SCORING_PART = "prompt scoring"
+# Work a gate does only when its answers ask for it (the baseline's own noise, `when-needed`):
+# its seconds are spent, but left out of the speed, as prompt scoring's are.
+UNMODELLED = (SCORING_PART, NOISE_PART, HIT_PART)
 MIN_SHARE = 0.25  # a sampling cell keeps a quarter of its draws, numerics 3 of its 12 probes
 MIN_SCORING_S = 5.0  # the first reference text is scored whatever the budget (perplexity.py)
 SPEED_RANGE = (0.25, 10.0)
@@ -60,10 +68,10 @@ class Planned:
     scoring_s: float | None = None  # numerics: the seconds prompt scoring was given
 
 
-def _scoring_seconds(result: GateResult) -> float:
+def _unmodelled_seconds(result: GateResult) -> float:
     if result.time is None:
         return 0.0
-    return sum(p.seconds for p in result.time.parts if p.part.startswith(SCORING_PART))
+    return sum(p.seconds for p in result.time.parts if p.part.startswith(UNMODELLED))
 
 
 @dataclass
@@ -139,11 +147,16 @@ class Budget:
         if probes == cfg.numerics_prompts and scoring == cfg.perplexity_budget_s:
             text = f"whole ({where})"
         else:
+            fewer = (
+                "flips and Δlogprobs rest on fewer prompts; "
+                if probes < cfg.numerics_prompts
+                else ""
+            )
             text = (
-                f"{probes} of {cfg.numerics_prompts} probes, prompt scoring up to {scoring:.0f} s "
-                f"a side, not {cfg.perplexity_budget_s:g} s ({where}): flips and Δlogprobs rest "
-                "on fewer prompts, and the perplexity interval on the tokens scored (its row "
-                "says how many: the interval widens as 1/√tokens)"
+                f"{probes} of {cfg.numerics_prompts} probes, prompt scoring limited to "
+                f"{scoring:.0f} s a side, not {cfg.perplexity_budget_s:g} s ({where}): {fewer}"
+                "the texts that would not fit are left out, and the perplexity row says how "
+                "many tokens were scored (its interval widens as 1/√tokens)"
             )
         return Planned(cfg.model_copy(update=update), share, estimate, text, scoring)
 
@@ -158,5 +171,5 @@ class Budget:
         share = 1.0 if result.time.share is None else result.time.share
         if name == "numerics":
             scaled -= SCORING_S
-        self._measured += max(0.0, result.time.seconds - _scoring_seconds(result))
+        self._measured += max(0.0, result.time.seconds - _unmodelled_seconds(result))
         self._modelled += unscalable + share * scaled

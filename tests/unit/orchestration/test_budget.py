@@ -43,8 +43,8 @@ def _simulate(total_s: float, slower: float) -> tuple[float, dict[str, GateConfi
             scored = min(scoring * slower, cfg.perplexity_budget_s)
             seconds = probes * slower * cfg.numerics_prompts / 12 + scored
             parts = (PartTime(part="prompt scoring (perplexity)", seconds=scored),)
-        elif name == "sampling":
-            seconds = REFERENCE[name] * slower * cfg.sampling_share  # type: ignore[operator]
+        elif name == "sampling":  # its production answers and seeds, 29 s, run whole
+            seconds = (29 + 79 * cfg.sampling_share) * slower
         else:
             seconds = REFERENCE[name] * slower  # type: ignore[operator]
         spent += seconds
@@ -67,10 +67,10 @@ def test_a_budget_the_whole_run_fits_changes_nothing() -> None:
 
 
 def test_a_tight_budget_scales_the_scalable_gates_and_keeps_the_rest_whole() -> None:
-    spent, given = _simulate(300, slower=1.0)
-    assert spent <= 300 * 1.02
+    spent, given = _simulate(330, slower=1.0)
+    assert spent <= 330 * 1.01  # a model: the probes round up
     sampling = given["sampling"].sampling_share
-    assert MIN_SHARE <= sampling < 0.5
+    assert MIN_SHARE < sampling < 0.5
     assert given["numerics"].numerics_prompts < 12
     assert given["numerics"].perplexity_budget_s < 45
     assert given["performance"].performance.max_blocks == given["performance"].performance.blocks
@@ -83,6 +83,30 @@ def test_slower_engines_are_measured_and_given_less_of_the_scalable_work() -> No
     assert fast["sampling"].sampling_share == 1.0
     assert slow["sampling"].sampling_share < 1.0
     assert slow_spent <= 480 * 1.01  # a model: within 1 % when every gate is slower alike
+
+
+def test_the_baseline_s_own_noise_is_spent_but_does_not_count_as_slowness() -> None:
+    """flash-attn, 2026-12-07: numerics sent the baseline's noise floor (30.6 s, when-needed),
+    and the speed read from it alone (2.5×) cut the sampling plan to its smallest."""
+    budget = Budget(300)
+    for name, seconds, parts in (
+        ("startup", 5.0, ()),
+        ("numerics", 67.5, (PartTime(part="noise floor (the baseline's own paths)", seconds=30.6),
+                            PartTime(part="prompt scoring (perplexity)", seconds=25.9))),
+    ):  # fmt: skip
+        planned = budget.plan(name, ORDER[ORDER.index(name) :], _cfg())
+        time = GateTime(seconds=seconds, parts=parts, share=planned.share)
+        budget.ran(name, GateResult(name=name, status=Status.PASS, summary="", time=time))
+    assert budget.speed == pytest.approx((5.0 + 11.0) / (9.0 + 10.0))
+    assert budget.spent_s == 72.5
+
+
+def test_the_smallest_plan_on_the_model_s_engines_is_about_306_s() -> None:
+    """What the issue's 300 s asks of the host the model was measured on: golden, context,
+    performance and sampling's production answers alone leave no room for more."""
+    spent, given = _simulate(300, slower=1.0)
+    assert spent == pytest.approx(306, abs=2)
+    assert given["sampling"].sampling_share == MIN_SHARE
 
 
 def test_a_budget_too_small_for_the_unscalable_gates_runs_the_smallest_plan_and_says_so() -> None:

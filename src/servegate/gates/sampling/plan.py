@@ -63,8 +63,10 @@ class Kind(StrEnum):
 TRUNCATIONS = (Kind.TOP_P, Kind.TOP_K, Kind.MIN_P)
 
 
-# The fewest draws (or repeats) a scaled plan gives any cell (SamplingPlan.scaled).
+# The fewest draws (or repeats) a scaled plan gives any cell (SamplingPlan.scaled), and a
+# truncation cell: min_p's kept set was "too few draws for two bins" at 12 (2026-12-07).
 MIN_SCALED = 3
+MIN_TRUNCATION_DRAWS = 24
 
 
 @dataclass(frozen=True)
@@ -112,24 +114,24 @@ class SamplingPlan:
             raise ValueError("tempered cells are at temperatures above 0 other than 1")
 
     def scaled(self, share: float) -> SamplingPlan:
-        """This plan with every cell's draws and every repeated answer times `share`, rounded
-        up and at least MIN_SCALED (a count already below it, or 0, is kept): the whole plan at
-        1. The prompts, temperatures, truncations and seeds stay: what is checked stays, each
-        check on fewer draws."""
+        """This plan with every cell's draws and each penalty's answers times `share`, rounded
+        up and at least MIN_SCALED (a truncation cell MIN_TRUNCATION_DRAWS; a count already
+        below its minimum, or 0, is kept): the whole plan at 1. The prompts, temperatures,
+        truncations, seeds and production repeats stay: what is checked stays, each check on
+        fewer draws (production's checks need 10 repeats of a request to be measured at all)."""
         if not 0.0 < share <= 1.0:
             raise ValueError(f"share must be in (0, 1], not {share}")
 
-        def part(n: int) -> int:
-            return min(n, max(MIN_SCALED, math.ceil(n * share)))
+        def part(n: int, least: int = MIN_SCALED) -> int:
+            return min(n, max(least, math.ceil(n * share)))
 
         return replace(
             self,
             reference_draws=part(self.reference_draws),
             tempered_draws=part(self.tempered_draws),
-            truncation_draws=part(self.truncation_draws),
+            truncation_draws=part(self.truncation_draws, MIN_TRUNCATION_DRAWS),
             penalty_draws=part(self.penalty_draws),
             bias_draws=part(self.bias_draws),
-            production_repeats=part(self.production_repeats),
         )
 
 

@@ -81,13 +81,14 @@ def test_a_scaled_plan_keeps_every_check_on_fewer_draws() -> None:
     whole = SamplingPlan()
     half = whole.scaled(0.5)
     assert (half.reference_draws, half.tempered_draws, half.truncation_draws) == (48, 24, 24)
-    assert (half.penalty_draws, half.bias_draws, half.production_repeats) == (5, 12, 5)
+    assert (half.penalty_draws, half.bias_draws, half.production_repeats) == (5, 12, 10)
     assert (half.prompts, half.temperatures, half.seeds) == (
         whole.prompts, whole.temperatures, whole.seeds,
     )  # fmt: skip
     assert whole.scaled(1.0) == whole
     tiny = whole.scaled(0.01)
-    assert min(tiny.reference_draws, tiny.penalty_draws, tiny.production_repeats) == 3
+    assert (tiny.reference_draws, tiny.penalty_draws, tiny.truncation_draws) == (3, 3, 24)
+    assert tiny.production_repeats == whole.production_repeats
     assert SamplingPlan(bias_draws=0, penalty_draws=2).scaled(0.5).bias_draws == 0
     assert SamplingPlan(penalty_draws=2).scaled(0.5).penalty_draws == 2
 
