@@ -116,9 +116,10 @@ class Budget:
                 cfg.model_copy(update={"sampling_share": min(share, cfg.sampling_share)}),
                 share,
                 estimate,
-                f"{share:.0%} of the sampling plan's draws and repeated answers ({where}): each "
-                "passing check states the temperature error it would have detected at these "
-                f"draws, about {1 / math.sqrt(share):.1f}× the whole plan's",
+                f"{share:.0%} of the sampling plan's draws and penalty answers ({where}): the "
+                "smallest temperature error a check would detect grows (each passing check's "
+                "limit states it at the draws it got); a check left too few draws to test is "
+                "not measured",
             )
         perf = cfg.performance
         # The looks after the first cost up to (max_blocks - blocks) / blocks × its blocks' time,
