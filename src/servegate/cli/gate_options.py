@@ -207,7 +207,7 @@ class GateOptions:
             default=None,
             type=Duration(),
             help="Plan the run to fit this time (300, 5m, 4m30s): numerics' probes and prompt "
-            "scoring, the sampling plan's draws and the performance gate's extra looks are sized "
+            "scoring, the sampling plan's draws and the performance gate's blocks are sized "
             "to the time left, from the speed the gates so far measured; golden, context and "
             "startup run whole. Each gate's report says what it was given and which power that "
             "gave up. A plan, not a deadline. Default: every gate at full power.",

@@ -336,19 +336,20 @@ class GateConfig(_Frozen):
     )
     sampling_share: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         default=1.0,
-        description="The share of the sampling gate's plan sent: every cell's draws and every "
-        "repeated answer scaled by it, at least 3 each (1: the whole plan). Fewer is faster: "
-        "each passing check states the smaller temperature error it would have detected at the "
-        "draws it got, about 1/√share × the whole plan's.",
+        description="The share of the sampling gate's plan sent: every cell's draws and each "
+        "penalty's answers scaled by it, at least 3 each and 24 a truncation cell; the seeds "
+        "and production answers stay (1: the whole plan). Fewer is faster and less "
+        "sensitive: each passing check's limit states the temperature error it would have "
+        "detected at the draws it got (a check left too few draws to test is not measured).",
     )
     budget_s: PositiveSeconds | None = Field(
         default=None,
         description="Plan the run to fit this many seconds (`--budget 5m`): before each gate "
         "the measured speed of the gates so far and the time left size the scalable work "
         "(numerics' probes and prompt scoring, the sampling plan's share, the performance "
-        "gate's extra looks); golden, context and startup run whole. Each gate's report says "
-        "what it was given and which power that gave up. null: every gate at full power. A "
-        "plan, not a deadline (run_deadline_s is one).",
+        "gate's requests a block and extra looks); golden, context and startup run whole. "
+        "Each gate's report says what it was given and which power that gave up. null: every "
+        "gate at full power. A plan, not a deadline (run_deadline_s is one).",
     )
     hung_after_timeouts: int = Field(
         default=2,

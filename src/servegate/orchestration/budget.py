@@ -16,10 +16,11 @@ the time left is shared out:
 and the gate about to run gets its part: numerics `ceil(share × numerics_prompts)` probes and
 prompt scoring limited to its part of `free` (SCORING_S of the scalable seconds, at most the
 configured `perplexity_budget_s`); sampling `sampling_share = share` (its production-settings
-answers and seeds run whole); performance no looks after its first when the time left would
-not hold them. Golden, context, startup and embeddings run whole: each of their probes is a
-behaviour, not a draw, so cutting one would drop coverage, not power. Planning again before
-each gate corrects the model with what the run has measured.
+answers and seeds run whole); performance `ceil(share × 8)` requests a block (at least
+`performance_min_samples` over its 6 blocks: 4) and no looks after its first when it is scaled
+or the time left would not hold them. Golden, context, startup and embeddings run whole: each
+of their probes is a behaviour, not a draw, so cutting one would drop coverage, not power.
+Planning again before each gate corrects the model with what the run has measured.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ COST: dict[str, tuple[float, float]] = {
     "golden": (82.0, 0.0),
     "sampling": (29.0, 79.0),  # its production answers and seeds run whole
     "context": (59.0, 0.0),
-    "performance": (97.0, 0.0),
+    "performance": (16.0, 81.0),  # its load blocks scale (requests a block)
 }
 SCORING_S = 45.0
 SCORING_PART = "prompt scoring"
@@ -121,20 +122,8 @@ class Budget:
                 "limit states it at the draws it got); a check left too few draws to test is "
                 "not measured",
             )
-        perf = cfg.performance
-        # The looks after the first cost up to (max_blocks - blocks) / blocks × its blocks' time,
-        # and only where the first look leaves a check open: kept while the time left holds them.
-        extra = estimate * max(0, perf.max_blocks - perf.blocks) / perf.blocks
-        if name == "performance" and extra > 0 and free < extra:
-            perf = perf.model_copy(update={"max_blocks": perf.blocks})
-            return Planned(
-                cfg.model_copy(update={"performance": perf}),
-                perf.blocks / cfg.performance.max_blocks,
-                estimate,
-                f"no looks after the first: {perf.blocks} blocks a side, not up to "
-                f"{cfg.performance.max_blocks} ({where}); a check the first look leaves open is "
-                "not measured",
-            )
+        if name == "performance":
+            return self._performance(cfg, share, free, where)
         if scaled > 0 and share >= 1.0:
             return Planned(cfg, share, estimate, f"whole ({where})")
         return Planned(cfg, 1.0, estimate, f"{WHOLE} ({where})")
@@ -160,6 +149,38 @@ class Budget:
                 "many tokens were scored (its interval widens as 1/√tokens)"
             )
         return Planned(cfg.model_copy(update=update), share, estimate, text, scoring)
+
+    def _performance(self, cfg: GateConfig, share: float, free: float, where: str) -> Planned:
+        """Fewer requests a block (at least what `performance_min_samples` needs over the first
+        look's blocks), and no looks after the first unless the time left holds them."""
+        perf = cfg.performance
+        least = math.ceil(cfg.policy.performance_min_samples / perf.blocks)
+        per_block = min(
+            perf.requests_per_block, max(least, math.floor(share * perf.requests_per_block))
+        )
+        fraction = per_block / perf.requests_per_block
+        unscalable, scaled = COST["performance"]
+        estimate = self.speed * (unscalable + fraction * scaled)
+        # Each look after the first costs 2 blocks a side, and runs only while a check is open.
+        looks = max(0, perf.max_blocks - perf.blocks)
+        extra = self.speed * fraction * scaled * looks / perf.blocks
+        capped = looks > 0 and (fraction < 1.0 or free - self.speed * fraction * scaled < extra)
+        update: dict[str, object] = {"requests_per_block": per_block}
+        gave = []
+        if per_block < perf.requests_per_block:
+            gave.append(
+                f"{per_block} requests a block, not {perf.requests_per_block}: each block's P95 "
+                "rests on fewer answers, so the intervals widen"
+            )
+        if capped:
+            update["max_blocks"] = perf.blocks
+            gave.append(
+                f"no looks after the first ({perf.blocks} blocks a side, not up to "
+                f"{perf.max_blocks}): a check the first look leaves open is not measured"
+            )
+        planned = cfg.model_copy(update={"performance": perf.model_copy(update=update)})
+        text = f"{'; '.join(gave)} ({where})" if gave else f"whole ({where})"
+        return Planned(planned, fraction, estimate, text)
 
     def ran(self, name: str, result: GateResult) -> None:
         """Count a finished gate's seconds, and what they say of the run's speed."""
