@@ -7,18 +7,18 @@ run so far over their modelled seconds (startup first, then each gate in turn). 
 speed: prompt scoring, which is given seconds, not a share, and keeps to them itself
 (`perplexity_budget_s`), and the baseline's own noise, sent only when answers differ (a
 candidate that needs it spends that time, and the gates after it get less). Before each gate
-the time left is shared out:
+the planner finds the largest share s of the scalable work whose plan for the gates still to
+run fits the time left, each gate at s or its own least share (`_least`):
 
-    fixed = speed × the unscalable seconds of the gates still to run
-    free  = time left − fixed
-    share = free / (speed × their scalable seconds), within [MIN_SHARE, 1]
+    speed × Σ (unscalable + max(s, least) × scalable) ≤ time left
 
-and the gate about to run gets its part: numerics `ceil(share × numerics_prompts)` probes and
-prompt scoring limited to its part of `free` (SCORING_S of the scalable seconds, at most the
-configured `perplexity_budget_s`); sampling `sampling_share = share` (its production-settings
-answers and seeds run whole); performance `ceil(share × 8)` requests a block (at least
-`performance_min_samples` over its 6 blocks: 4) and no looks after its first when it is scaled
-or the time left would not hold them. Golden, context, startup and embeddings run whole: each
+and the gate about to run gets its part: numerics `ceil(s × numerics_prompts)` probes and
+prompt scoring limited to s × SCORING_S × speed (s may pass 1 here: prompt scoring takes what
+the time left gives it, up to `perplexity_budget_s`); sampling `sampling_share = s` (its
+production-settings answers and seeds run whole); performance `floor(s × 8)` requests a block
+(at least 5: `performance_min_samples` over its 6 blocks, and as many prompts answered alone as
+early_divergence's exact test needs) and no looks after its first when it is scaled or the
+time left would not hold them. Golden, context, startup and embeddings run whole: each
 of their probes is a behaviour, not a draw, so cutting one would drop coverage, not power.
 Planning again before each gate corrects the model with what the run has measured.
 """
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from servegate.config.models import GateConfig
 from servegate.gates.golden.collect import HIT_PART
 from servegate.gates.numerics.noise import NOISE_PART
+from servegate.gates.performance.under_load import pairs_needed
 from servegate.verdict.model import GateResult, Status
 
 __all__ = ["MIN_SHARE", "Budget", "Planned"]
@@ -54,6 +55,8 @@ SCORING_PART = "prompt scoring"
 UNMODELLED = (SCORING_PART, NOISE_PART, HIT_PART)
 MIN_SHARE = 0.25  # a sampling cell keeps a quarter of its draws, numerics 3 of its 12 probes
 MIN_SCORING_S = 5.0  # the first reference text is scored whatever the budget (perplexity.py)
+MIN_PROBES = 3
+MAX_SCORING_SHARE = 20.0  # prompt scoring may be given up to 20 × its model seconds
 SPEED_RANGE = (0.25, 10.0)
 WHOLE = "each probe is a behaviour, not a draw: run whole"
 
@@ -73,6 +76,41 @@ def _unmodelled_seconds(result: GateResult) -> float:
     if result.time is None:
         return 0.0
     return sum(p.seconds for p in result.time.parts if p.part.startswith(UNMODELLED))
+
+
+def _least_per_block(cfg: GateConfig) -> int:
+    """The fewest requests a performance block may hold: enough answers for the latency checks
+    over the first look's blocks (`performance_min_samples`), and enough prompts answered alone
+    (as many as a block holds) for early_divergence's exact test."""
+    perf = cfg.performance
+    return min(
+        perf.requests_per_block,
+        max(
+            math.ceil(cfg.policy.performance_min_samples / perf.blocks),
+            min(perf.isolated_prompts, pairs_needed(cfg.policy.significance_alpha)),
+        ),
+    )
+
+
+def _least(name: str, cfg: GateConfig) -> float:
+    """The smallest share of its scalable work a gate is given."""
+    if name == "numerics":
+        return min(1.0, MIN_PROBES / cfg.numerics_prompts)
+    if name == "sampling":
+        return MIN_SHARE
+    if name == "performance":
+        return _least_per_block(cfg) / cfg.performance.requests_per_block
+    return 0.0
+
+
+def _cost(name: str, s: float, cfg: GateConfig) -> float:
+    """A gate's model seconds when the run's scalable work is planned at `s` (prompt scoring
+    at `s` × SCORING_S, which may pass 1: it takes what the time left gives it)."""
+    unscalable, scaled = COST.get(name, (0.0, 0.0))
+    share = min(1.0, max(s, _least(name, cfg)))
+    if name == "numerics":
+        return unscalable + share * (scaled - SCORING_S) + max(s, 0.0) * SCORING_S
+    return unscalable + share * scaled
 
 
 @dataclass
@@ -95,23 +133,32 @@ class Budget:
     def plan(self, name: str, todo: Sequence[str], cfg: GateConfig) -> Planned:
         """`cfg` for gate `name`, the first of `todo` (the gates still to run, in order)."""
         speed, left = self.speed, self.total_s - self.spent_s
-        fixed = speed * sum(COST.get(g, (0.0, 0.0))[0] for g in todo)
-        scalable = sum(COST.get(g, (0.0, 0.0))[1] for g in todo)
-        free = left - fixed
-        share = 1.0 if scalable <= 0 else min(1.0, max(MIN_SHARE, free / (speed * scalable)))
-        unscalable, scaled = COST.get(name, (0.0, 0.0))
-        estimate = speed * (unscalable + share * scaled)
+
+        def cost(s: float) -> float:
+            return speed * sum(_cost(g, s, cfg) for g in todo)
+
+        smallest = cost(0.0) > left
+        low, high = 0.0, MAX_SCORING_SHARE  # the largest s whose plan fits what is left
+        if cost(high) <= left:
+            low = high
+        elif not smallest:
+            for _ in range(40):
+                mid = (low + high) / 2
+                low, high = (mid, high) if cost(mid) <= left else (low, mid)
+        share = min(1.0, max(low, _least(name, cfg)))
+        scaled = COST.get(name, (0.0, 0.0))[1]
+        estimate = speed * _cost(name, low, cfg)
         where = (
             f"estimated {estimate:.0f} s at {speed:.2f}× the model's speed; {left:.0f} s of "
             f"the {self.total_s:g} s budget left"
             + (
-                f", {fixed:.0f} s of it for the work no plan scales: the smallest plan runs"
-                if free < speed * scalable * MIN_SHARE
+                f", {cost(0.0):.0f} s needed by the smallest plan: the smallest plan runs"
+                if smallest
                 else ""
             )
         )
         if name == "numerics":
-            return self._numerics(cfg, share, max(free, 0.0) * SCORING_S / scalable, where)
+            return self._numerics(cfg, share, speed * low * SCORING_S, where)
         if name == "sampling" and share < 1.0:
             return Planned(
                 cfg.model_copy(update={"sampling_share": min(share, cfg.sampling_share)}),
@@ -123,13 +170,13 @@ class Budget:
                 "not measured",
             )
         if name == "performance":
-            return self._performance(cfg, share, free, where)
+            return self._performance(cfg, share, left, where)
         if scaled > 0 and share >= 1.0:
             return Planned(cfg, share, estimate, f"whole ({where})")
         return Planned(cfg, 1.0, estimate, f"{WHOLE} ({where})")
 
     def _numerics(self, cfg: GateConfig, share: float, scoring_s: float, where: str) -> Planned:
-        probes = min(cfg.numerics_prompts, max(3, math.ceil(share * cfg.numerics_prompts)))
+        probes = min(cfg.numerics_prompts, max(MIN_PROBES, math.ceil(share * cfg.numerics_prompts)))
         scoring = min(cfg.perplexity_budget_s, max(MIN_SCORING_S, scoring_s))
         update = {"numerics_prompts": probes, "perplexity_budget_s": scoring}
         estimate = self.speed * (COST["numerics"][0] + share * (COST["numerics"][1] - SCORING_S))
@@ -150,21 +197,19 @@ class Budget:
             )
         return Planned(cfg.model_copy(update=update), share, estimate, text, scoring)
 
-    def _performance(self, cfg: GateConfig, share: float, free: float, where: str) -> Planned:
-        """Fewer requests a block (at least what `performance_min_samples` needs over the first
-        look's blocks), and no looks after the first unless the time left holds them."""
+    def _performance(self, cfg: GateConfig, share: float, left: float, where: str) -> Planned:
+        """Fewer requests a block (at least `_least_per_block`), and no looks after the first
+        when the blocks are scaled or the time left would not hold them."""
         perf = cfg.performance
-        least = math.ceil(cfg.policy.performance_min_samples / perf.blocks)
-        per_block = min(
-            perf.requests_per_block, max(least, math.floor(share * perf.requests_per_block))
-        )
+        least, asked = _least_per_block(cfg), perf.requests_per_block
+        per_block = min(asked, max(least, math.floor(share * asked)))
         fraction = per_block / perf.requests_per_block
         unscalable, scaled = COST["performance"]
         estimate = self.speed * (unscalable + fraction * scaled)
         # Each look after the first costs 2 blocks a side, and runs only while a check is open.
         looks = max(0, perf.max_blocks - perf.blocks)
         extra = self.speed * fraction * scaled * looks / perf.blocks
-        capped = looks > 0 and (fraction < 1.0 or free - self.speed * fraction * scaled < extra)
+        capped = looks > 0 and (fraction < 1.0 or left - estimate < extra)
         update: dict[str, object] = {"requests_per_block": per_block}
         gave = []
         if per_block < perf.requests_per_block:

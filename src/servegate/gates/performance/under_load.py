@@ -31,7 +31,7 @@ from servegate.stats.paired import PairedCounts, mcnemar_exact
 from servegate.verdict.judgement import check, not_applicable, not_measured
 from servegate.verdict.model import Check, Finding, Severity
 
-__all__ = ["agreement_under_load", "early_divergence", "load_checks"]
+__all__ = ["agreement_under_load", "early_divergence", "load_checks", "pairs_needed"]
 
 
 _FIELDS = ("degenerate", "empty", "error_body", "json_invalid", "tool_calls_invalid")
@@ -183,7 +183,7 @@ def early_divergence(ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: 
         why = (
             f"{len(both)} prompts answered both alone and under load on both sides: McNemar's "
             f"exact test cannot reach p < {policy.significance_alpha:g} with fewer than "
-            f"{_pairs_needed(policy.significance_alpha)} (isolated_prompts "
+            f"{pairs_needed(policy.significance_alpha)} (isolated_prompts "
             f"{ev.settings.isolated_prompts}, {_concurrency(ev)})"
         )
         return not_measured("early_divergence", title, why)
@@ -222,7 +222,7 @@ def early_divergence(ev: PerformanceEvidence, b: SideLoad, c: SideLoad, policy: 
     )
 
 
-def _pairs_needed(alpha: float) -> int:
+def pairs_needed(alpha: float) -> int:
     """The fewest paired prompts with which a one-sided exact McNemar test can reach p < alpha:
     every pair discordant against the candidate gives p = 0.5 ** n."""
     n = 1
