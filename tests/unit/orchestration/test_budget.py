@@ -11,7 +11,7 @@ import pytest
 from servegate.config.models import EndpointConfig, GateConfig
 from servegate.endpoints.scripted import ScriptedServer, reply_json
 from servegate.gates.pair import EndpointPair
-from servegate.orchestration.budget import COST, MIN_SHARE, SCORING_S, Budget
+from servegate.orchestration.budget import COST, MIN_SHARE, PRIOR_S, SCORING_S, Budget
 from servegate.orchestration.runner import GateProgress, GateRunner, run
 from servegate.verdict.model import GateResult, GateTime, PartTime, Status
 
@@ -91,16 +91,18 @@ def test_slower_engines_are_measured_and_given_less_of_the_scalable_work() -> No
 def test_the_baseline_s_own_noise_is_spent_but_does_not_count_as_slowness() -> None:
     """flash-attn, 2026-12-07: numerics sent the baseline's noise floor (30.6 s, when-needed),
     and the speed read from it alone (2.5×) cut the sampling plan to its smallest."""
-    budget = Budget(300)
+    budget, shares = Budget(300), {}
     for name, seconds, parts in (
         ("startup", 5.0, ()),
         ("numerics", 67.5, (PartTime(part="noise floor (the baseline's own paths)", seconds=30.6),
                             PartTime(part="prompt scoring (perplexity)", seconds=25.9))),
     ):  # fmt: skip
         planned = budget.plan(name, ORDER[ORDER.index(name) :], _cfg())
+        shares[name] = planned.share
         time = GateTime(seconds=seconds, parts=parts, share=planned.share)
         budget.ran(name, GateResult(name=name, status=Status.PASS, summary="", time=time))
-    assert budget.speed == pytest.approx((5.0 + 11.0) / (9.0 + 10.0))
+    modelled = 9.0 + 1.0 + shares["numerics"] * 9.0  # the probes' 9 s scale
+    assert budget.speed == pytest.approx((5.0 + 11.0 + PRIOR_S) / (modelled + PRIOR_S))
     assert budget.spent_s == 72.5
 
 
@@ -113,6 +115,18 @@ def test_the_smallest_plan_on_the_model_s_engines_is_about_273_s() -> None:
     # 6 blocks × 5 ≥ the 20 answers a latency check needs, and 5 prompts answered alone are
     # the fewest with which early_divergence's exact test can reach p < 0.05.
     assert given["performance"].performance.requests_per_block == 5
+
+
+def test_a_fast_startup_alone_does_not_set_the_plan() -> None:
+    """5m-flash-attn, 2026-12-07: startup at 0.57× the model's speed gave prompt scoring 90 s;
+    the gates after it ran at 0.8-0.9×, and the run ended 7 % over its budget."""
+    budget = Budget(300)
+    planned = budget.plan("startup", ORDER, _cfg())
+    time = GateTime(seconds=5.2, share=planned.share)
+    budget.ran("startup", GateResult(name="startup", status=Status.PASS, summary="", time=time))
+    assert 0.8 < budget.speed < 0.9  # (5.2 + 15) / (9 + 15)
+    numerics = budget.plan("numerics", ORDER[1:], _cfg())
+    assert numerics.cfg.perplexity_budget_s < 45
 
 
 def test_a_budget_too_small_for_the_unscalable_gates_runs_the_smallest_plan_and_says_so() -> None:
