@@ -13,13 +13,14 @@ run fits the time left, each gate at s or its own least share (`_least`):
     speed × Σ (unscalable + max(s, least) × scalable) ≤ time left
 
 and the gate about to run gets its part: numerics `ceil(s × numerics_prompts)` probes and
-prompt scoring limited to s × SCORING_S × speed (s may pass 1 here: prompt scoring takes what
-the time left gives it, up to `perplexity_budget_s`); sampling `sampling_share = s` (its
-production-settings answers and seeds run whole); performance `floor(s × 8)` requests a block
-(at least 5: `performance_min_samples` over its 6 blocks, and as many prompts answered alone as
-early_divergence's exact test needs) and no looks after its first when it is scaled or the
-time left would not hold them. Golden, context, startup and embeddings run whole: each
-of their probes is a behaviour, not a draw, so cutting one would drop coverage, not power.
+prompt scoring limited to s × SCORING_S × speed (more only from what would be left were the
+gates after it SLOWER_RISK times slower, up to `perplexity_budget_s`); sampling
+`sampling_share = s` (its production-settings answers and seeds run whole); performance
+`floor(s × 8)` requests a block (at least 5: `performance_min_samples` over its 6 blocks, and
+as many prompts answered alone as early_divergence's exact test needs) and no looks after its
+first when it is scaled or the time left would not hold them. Golden, context, startup and
+embeddings run whole: each of their probes is a behaviour, not a draw, so cutting one would
+drop coverage, not power.
 Planning again before each gate corrects the model with what the run has measured.
 """
 
@@ -63,6 +64,12 @@ SPEED_RANGE = (0.25, 10.0)
 # gave prompt scoring 90 s where the gates after it then ran at 0.8-0.9×, and the run ended 7 %
 # over its budget.
 PRIOR_S = 15.0
+# Numerics plans before any gate but startup has measured the speed: prompt scoring is given
+# more than its model seconds only from what would be left were the gates after it this many
+# times slower than measured. Measured 2026-12-07 on stock llama-cpp-python with 8 minutes:
+# startup at 0.94× gave prompt scoring 138 s, the gates after it ran at 1.5-2.8×, and the run
+# ended 7 % over its budget.
+SLOWER_RISK = 2.0
 WHOLE = "each probe is a behaviour, not a draw: run whole"
 
 
@@ -164,7 +171,12 @@ class Budget:
             )
         )
         if name == "numerics":
-            return self._numerics(cfg, share, speed * low * SCORING_S, where)
+            scoring = speed * min(low, 1.0) * SCORING_S
+            if low > 1.0:  # more than its model seconds: only what the rest leaves if slower
+                rest = SLOWER_RISK * speed * sum(_cost(g, 1.0, cfg) for g in todo if g != name)
+                own = speed * (_cost(name, 1.0, cfg) - SCORING_S)  # its probes, whole
+                scoring = max(scoring, min(speed * low * SCORING_S, left - rest - own))
+            return self._numerics(cfg, share, scoring, where)
         if name == "sampling" and share < 1.0:
             return Planned(
                 cfg.model_copy(update={"sampling_share": min(share, cfg.sampling_share)}),
