@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
+
+from servegate.config.durations import duration_seconds
 
 
 class CanaryPlanError(ValueError):
@@ -56,16 +57,11 @@ def parse_steps(text: str) -> tuple[float, ...]:
     return steps
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_interval(text: str) -> float:
     """`60s`, `2m`, `500ms`, `1h` or a number of seconds → seconds."""
-    found = _DURATION.match(text)
-    if found is None:
+    seconds = duration_seconds(text)
+    if seconds is None:
         raise CanaryPlanError(f"--interval {text!r}: not a duration (e.g. 60s, 2m, 500ms)")
-    seconds = float(found.group(1)) * _SECONDS[found.group(2) or "s"]
     if seconds <= 0:
         raise CanaryPlanError(f"--interval {text!r}: must be longer than 0")
     return seconds

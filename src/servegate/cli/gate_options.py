@@ -7,7 +7,6 @@ declarations from `option(name)`, with the help worded for what recording does w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 import click
 
 from servegate.cli.report_files import file_options
+from servegate.config.durations import duration_seconds
 from servegate.orchestration.runner import GATE_ORDER
 from servegate.store.writer import DEFAULT_DB
 
@@ -48,8 +48,6 @@ def _file_option(fmt: str) -> dict[str, Any]:
 
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0}
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
 
 
 class Duration(click.ParamType[Any, Any]):
@@ -58,14 +56,11 @@ class Duration(click.ParamType[Any, Any]):
     name = "duration"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, float | int):
-            seconds = float(value)
-        else:
-            found = _DURATION.fullmatch(str(value).strip().lower())
-            if found is None or not any(found.groups()):
-                self.fail(f"{value!r} is not a duration (300, 300s, 5m, 4m30s, 1h)", param, ctx)
-            units = zip(found.groups(), _UNIT_S.values(), strict=True)
-            seconds = sum(float(n) * unit for n, unit in units if n)
+        seconds = (
+            float(value) if isinstance(value, float | int) else duration_seconds(str(value).lower())
+        )
+        if seconds is None:
+            self.fail(f"{value!r} is not a duration (300, 300s, 5m, 4m30s, 1h)", param, ctx)
         if not 0 < seconds < float("inf"):
             self.fail(f"{value!r}: a duration must be more than 0 seconds", param, ctx)
         return seconds

@@ -81,7 +81,6 @@ class Planned:
     share: float
     estimate_s: float
     text: str
-    scoring_s: float | None = None  # numerics: the seconds prompt scoring was given
 
 
 def _unmodelled_seconds(result: GateResult) -> float:
@@ -213,7 +212,7 @@ class Budget:
                 "the texts that would not fit are left out, and the perplexity row says how "
                 "many tokens were scored (its interval widens as 1/√tokens)"
             )
-        return Planned(cfg.model_copy(update=update), share, estimate, text, scoring)
+        return Planned(cfg.model_copy(update=update), share, estimate, text)
 
     def _performance(self, cfg: GateConfig, share: float, left: float, where: str) -> Planned:
         """Fewer requests a block (at least `_least_per_block`), and no looks after the first
