@@ -86,3 +86,28 @@ async def test_the_load_opens_as_many_connections_as_its_concurrency(
         [block] = evidence.side_blocks(side)
         assert [x.completion.error for x in block.exchanges] == [None] * 96
         assert server.connections == 96, side
+
+
+@pytest.mark.parametrize(
+    ("within_s", "blocks", "stopped"), [(None, 3, False), (60.0, 3, False), (0.001, 1, True)]
+)
+async def test_the_looks_after_the_first_run_only_while_they_fit_looks_within_s(
+    servers: tuple[ScriptedServer, ScriptedServer],
+    within_s: float | None,
+    blocks: int,
+    stopped: bool,
+) -> None:
+    # One block a side cannot bound an interval, so every latency is undecided after each look
+    # and the gate asks for the next, up to max_blocks — unless the next would not fit.
+    for server in servers:
+        server.route(CHAT, reply_stream(chat_stream("a", "b")))
+    cfg = _config(concurrency=1, requests_per_block=2, max_blocks=3, looks_within_s=within_s)
+    evidence = await _collect(servers, cfg)
+    assert [len(evidence.side_blocks(side)) for side in ("baseline", "candidate")] == [blocks] * 2
+    if stopped:
+        assert evidence.looks_stopped is not None
+        assert evidence.looks_stopped.startswith("the look at 3 blocks a side would take about ")
+        left = "0 s of the 0 s for later looks (performance.looks_within_s"
+        assert left in evidence.looks_stopped
+    else:
+        assert evidence.looks_stopped is None

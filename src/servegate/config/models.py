@@ -148,6 +148,15 @@ class PerformanceConfig(_Frozen):
         "undecided after `blocks`, 2 more a side and another look, up to this many (the larger "
         "of this and `blocks`).",
     )
+    # `--budget` sets it to the seconds its plan leaves after the first look (docs/gates.md).
+    looks_within_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="The most seconds the looks after the first may take in all, each look's "
+        "time estimated from the first look's blocks: a look that would not fit is not run, and "
+        "a check it would have decided is not measured (null: no limit but max_blocks; "
+        "`--budget` sets it).",
+    )
     requests_per_block: int = Field(default=8, ge=1, description="Measured requests per block.")
     warmup: int | None = Field(
         default=None,

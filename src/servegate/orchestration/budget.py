@@ -17,10 +17,12 @@ prompt scoring limited to s × SCORING_S × speed (more only from what would be 
 gates after it SLOWER_RISK times slower, up to `perplexity_budget_s`); sampling
 `sampling_share = s` (its production-settings answers and seeds run whole); performance
 `floor(s × 8)` requests a block (at least 5: `performance_min_samples` over its 6 blocks, and
-as many prompts answered alone as early_divergence's exact test needs) and no looks after its
-first when it is scaled or the time left would not hold them. Golden, context, startup and
-embeddings run whole: each of their probes is a behaviour, not a draw, so cutting one would
-drop coverage, not power.
+as many prompts answered alone as early_divergence's exact test needs), and its looks after
+the first only while they fit the seconds the plan leaves (`performance.looks_within_s`: the
+gate times each look by its first look's blocks, so a check the first look leaves open gets
+more blocks when there is time for them, and is not measured when there is not).
+Golden, context, startup and embeddings run whole: each of their probes is a behaviour, not a
+draw, so cutting one would drop coverage, not power.
 Planning again before each gate corrects the model with what the run has measured.
 """
 
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from servegate.config.models import GateConfig
 from servegate.gates.golden.collect import HIT_PART
 from servegate.gates.numerics.noise import NOISE_PART
+from servegate.gates.performance.plan import LOOK_BLOCKS
 from servegate.gates.performance.under_load import pairs_needed
 from servegate.verdict.model import GateResult, Status
 
@@ -187,7 +190,8 @@ class Budget:
                 "not measured",
             )
         if name == "performance":
-            return self._performance(cfg, share, left, where)
+            later = speed * sum(_cost(g, low, cfg) for g in todo[1:])
+            return self._performance(cfg, share, left - later, where)
         if scaled > 0 and share >= 1.0:
             return Planned(cfg, share, estimate, f"whole ({where})")
         return Planned(cfg, 1.0, estimate, f"{WHOLE} ({where})")
@@ -215,8 +219,9 @@ class Budget:
         return Planned(cfg.model_copy(update=update), share, estimate, text)
 
     def _performance(self, cfg: GateConfig, share: float, left: float, where: str) -> Planned:
-        """Fewer requests a block (at least `_least_per_block`), and no looks after the first
-        when the blocks are scaled or the time left would not hold them."""
+        """Fewer requests a block (at least `_least_per_block`), and the looks after the first
+        only while they fit the seconds the plan leaves (`left`: the time left less the gates
+        after this one), each look's seconds estimated by the gate from its first look."""
         perf = cfg.performance
         least, asked = _least_per_block(cfg), perf.requests_per_block
         per_block = min(asked, max(least, math.floor(share * asked)))
@@ -226,7 +231,10 @@ class Budget:
         # Each look after the first costs 2 blocks a side, and runs only while a check is open.
         looks = max(0, perf.max_blocks - perf.blocks)
         extra = self.speed * fraction * scaled * looks / perf.blocks
-        capped = looks > 0 and (fraction < 1.0 or left - estimate < extra)
+        within = max(0.0, left - estimate)
+        if perf.looks_within_s is not None:
+            within = min(within, perf.looks_within_s)
+        limited = looks > 0 and within < extra
         update: dict[str, object] = {"requests_per_block": per_block}
         gave = []
         if per_block < perf.requests_per_block:
@@ -234,11 +242,14 @@ class Budget:
                 f"{per_block} requests a block, not {perf.requests_per_block}: each block's P95 "
                 "rests on fewer answers, so the intervals widen"
             )
-        if capped:
-            update["max_blocks"] = perf.blocks
+        if limited:
+            # 0 is no valid setting (gt=0): a millisecond holds no look either.
+            update["looks_within_s"] = max(within, 0.001)
             gave.append(
-                f"no looks after the first ({perf.blocks} blocks a side, not up to "
-                f"{perf.max_blocks}): a check the first look leaves open is not measured"
+                f"looks after the first only while they fit {within:.0f} s (all "
+                f"{math.ceil(looks / LOOK_BLOCKS)} would take about {extra:.0f} s; each "
+                "look's seconds estimated from the first look's blocks): a check still open "
+                "when the next look does not fit is not measured"
             )
         planned = cfg.model_copy(update={"performance": perf.model_copy(update=update)})
         text = f"{'; '.join(gave)} ({where})" if gave else f"whole ({where})"

@@ -14,6 +14,7 @@ within it is compared (performance_capacity.py).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -131,8 +132,13 @@ async def collect(
     with part("load warm-up"):
         warmup = await load.warm_up()
     with part(BLOCKS_PART):
+        started = time.monotonic()
         blocks = await load.blocks(order)
-        blocks += await _more_looks(load, blocks, cfg, replica=pair.replica is not None)
+        per_block_s = (time.monotonic() - started) / max(1, len(order))
+        more, looks_stopped = await _more_looks(
+            load, blocks, cfg, per_block_s, replica=pair.replica is not None
+        )
+        blocks += more
     with part("load at the asked concurrency"):
         concurrent = (
             await load.at_asked_concurrency(pilots[0].concurrency) if _lowered(pilots) else {}
@@ -158,17 +164,22 @@ async def collect(
         capacity=capacity,
         pilots=pilots,
         concurrent=concurrent,
+        looks_stopped=looks_stopped,
     )
 
 
 async def _more_looks(
-    load: _Load, blocks: list[Block], cfg: GateConfig, *, replica: bool
-) -> list[Block]:
+    load: _Load, blocks: list[Block], cfg: GateConfig, per_block_s: float, *, replica: bool
+) -> tuple[list[Block], str | None]:
     """The looks after the first: while TTFT, E2EL or throughput is undecided on the blocks so
     far (looks.undecided, the rule `evaluate` reports), the next planned look's blocks a
-    side, continuing the interleaved order, up to `max_blocks`."""
+    side, continuing the interleaved order, up to `max_blocks` — and, with `looks_within_s`,
+    only while the next look fits the seconds left of it, at the first look's `per_block_s`.
+    Returns the blocks added, and why the looks stopped for time (None: they did not)."""
     done = list(blocks)
     added: list[Block] = []
+    within = cfg.performance.looks_within_s
+    spent = 0.0
     planned = look_blocks(cfg.performance)
     for before, after in pairwise(planned):
         if not undecided(done, cfg.performance, cfg.policy, replica=replica):
@@ -176,11 +187,21 @@ async def _more_looks(
         if any(name in load.stopped for name in SIDES):
             break  # a side sent nothing more: more blocks of the other decide nothing
         order = block_order(after, replica=replica, start=before)
+        need = per_block_s * len(order)
+        if within is not None and spent + need > within:
+            return added, (
+                f"the look at {after} blocks a side would take about {need:.0f} s (the first "
+                f"look's {per_block_s:.1f} s a block), {max(0.0, within - spent):.0f} s of the "
+                f"{within:.0f} s for later looks (performance.looks_within_s, set by --budget) "
+                "were left"
+            )
         load.steps.total += len(order)
+        started = time.monotonic()
         more = await load.blocks(order)
+        spent += time.monotonic() - started
         done += more
         added += more
-    return added
+    return added, None
 
 
 def _load_sides(pair: EndpointPair) -> dict[str, Endpoint]:

@@ -83,7 +83,7 @@ def _interval(ci: ShiftInterval | None) -> str:
     return f"{ci.low:.2f}–{high}× ({ci.confidence:.1%})"
 
 
-def _decided_by(j: RatioJudgement, looks: int, limit: float) -> str:
+def _decided_by(j: RatioJudgement, looks: int, limit: float, stopped: str | None) -> str:
     """The reason of a decided or undecided ratio: which bound decided and why, the test it
     is equivalent to and the look."""
     ci, band = j.interval, j.band
@@ -127,8 +127,13 @@ def _decided_by(j: RatioJudgement, looks: int, limit: float) -> str:
     if look.number < looks:
         return (
             f"undecided when the blocks stopped: interval {_interval(ci)} holds the band "
-            f"{band:.2f}× (ratio {times(ci.estimate)}; {test}; {at}); no later look ran (another "
-            "latency or throughput had failed, or a side stopped answering)"
+            f"{band:.2f}× (ratio {times(ci.estimate)}; {test}; {at}); no later look ran ("
+            + (
+                f"no time: {stopped}"
+                if stopped is not None
+                else "another latency or throughput had failed, or a side stopped answering"
+            )
+            + ")"
         )
     return (
         f"undecided at the most blocks: interval {_interval(ci)} holds the band {band:.2f}×, "
@@ -151,6 +156,7 @@ def _latency(
     j: RatioJudgement,
     policy: Policy,
     looks: int,
+    stopped: str | None,
 ) -> Check:
     """Judged per block, the unit that is independent: requests of one block share the
     machine's state (another process on a shared core slows all of them), so a test over
@@ -184,7 +190,7 @@ def _latency(
         policy_key="p95_latency_regression_max",
         core=core,
         row=row,
-        reason="block P95s: " + _decided_by(j, looks, 1 + allowed),
+        reason="block P95s: " + _decided_by(j, looks, 1 + allowed, stopped),
     )
 
 
@@ -197,7 +203,14 @@ def _band(limit: float, floor: AAFloor) -> str:
     return f"{limit:.2f}× ÷ A/A {floor.widen:.2f} = {limit / floor.widen:.2f}×"
 
 
-def _throughput(b: SideLoad, c: SideLoad, j: RatioJudgement, policy: Policy, looks: int) -> Check:
+def _throughput(
+    b: SideLoad,
+    c: SideLoad,
+    j: RatioJudgement,
+    policy: Policy,
+    looks: int,
+    stopped: str | None,
+) -> Check:
     title, row = "output tokens/s, candidate / baseline", "throughput"
     allowed = policy.throughput_drop_max
     if j.decision == "not measured":
@@ -218,7 +231,7 @@ def _throughput(b: SideLoad, c: SideLoad, j: RatioJudgement, policy: Policy, loo
         + j.floor.text(),
         policy_key="throughput_drop_max",
         row=row,
-        reason="block throughputs: " + _decided_by(j, looks, 1 - allowed),
+        reason="block throughputs: " + _decided_by(j, looks, 1 - allowed, stopped),
     )
 
 
@@ -342,8 +355,9 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     r = side_load(ev, REPLICA) if ev.replica_url is not None else None
     looks = len(look_schedule(ev.settings, policy))
     _, judged = look_judgements(ev.blocks, ev.settings, policy, replica=r is not None)
-    checks = [_latency(*spec, b, c, judged[spec[0]], policy, looks) for spec in LATENCIES]
-    checks.append(_throughput(b, c, judged[THROUGHPUT], policy, looks))
+    stopped = ev.looks_stopped
+    checks = [_latency(*spec, b, c, judged[spec[0]], policy, looks, stopped) for spec in LATENCIES]
+    checks.append(_throughput(b, c, judged[THROUGHPUT], policy, looks, stopped))
     capacity = capacity_check(ev, policy)
     if capacity is not None:  # without an SLO the report shows why as evidence, not a check
         checks.append(capacity)

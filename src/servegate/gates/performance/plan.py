@@ -243,6 +243,8 @@ class PerformanceEvidence:
     # the asked one on each side. Their whole answers still say whether concurrency changes an
     # answer (a batch-only corruption never shows at concurrency 1).
     concurrent: dict[str, StepEvidence | None] = field(default_factory=dict)
+    # Why the looks stopped before a check decided, when it was time (`looks_within_s`).
+    looks_stopped: str | None = None
 
     def side_blocks(self, side: str) -> list[StepEvidence]:
         """The measured blocks of `side` that were sent, by block number."""

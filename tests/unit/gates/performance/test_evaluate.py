@@ -691,6 +691,20 @@ def test_undecided_at_the_most_blocks_is_not_measured_with_its_interval_band_and
     assert look["checks"]["ttft_ms"]["low"] == pytest.approx(low, abs=0.01)
 
 
+def test_a_check_the_budget_left_no_look_for_is_not_measured_and_says_so() -> None:
+    # The same candidate at the band, 4 blocks a side, where more looks were planned but the
+    # next one did not fit `looks_within_s` (what --budget sets): open, not measured, and why.
+    why = "the look at 6 blocks a side would take about 30 s, 12 s of the 12 s … were left"
+    ev = replace(_evidence(Side(1), Side(2, scale=1.2)), looks_stopped=why)
+    result = evaluate(ev, Policy())
+    ttft = next(c for c in result.checks if c.name == "ttft_ms")
+    assert ttft.outcome is Outcome.NOT_MEASURED, ttft.reason
+    assert ttft.core  # TTFT open leaves the gate inconclusive at best
+    assert "undecided when the blocks stopped" in ttft.reason
+    assert f"no later look ran (no time: {why})" in ttft.reason
+    assert "look 1 of 5, 4 blocks a side" in ttft.reason
+
+
 def test_a_failed_latency_says_its_lower_bound_decided_and_its_equivalent_test() -> None:
     result = evaluate(_evidence(Side(1), Side(2, scale=1.5), blocks=6), Policy())
     ttft = next(c for c in result.checks if c.name == "ttft_ms")
