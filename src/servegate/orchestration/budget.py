@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servegate.config.models import GateConfig
+from servegate.config.models import GateConfig, PerformanceConfig
 from servegate.gates.golden.collect import HIT_PART
 from servegate.gates.numerics.noise import NOISE_PART
 from servegate.gates.performance.plan import LOOK_BLOCKS
@@ -163,6 +163,9 @@ class Budget:
         share = min(1.0, max(low, _least(name, cfg)))
         scaled = COST.get(name, (0.0, 0.0))[1]
         estimate = speed * _cost(name, low, cfg)
+        if name == "performance":
+            later = speed * sum(_cost(g, low, cfg) for g in todo[1:])
+            perf, fraction, estimate, gave = self._performance(cfg, share, left - later)
         where = (
             f"estimated {estimate:.0f} s at {speed:.2f}× the model's speed; {left:.0f} s of "
             f"the {self.total_s:g} s budget left"
@@ -172,6 +175,9 @@ class Budget:
                 else ""
             )
         )
+        if name == "performance":
+            text = f"{'; '.join(gave)} ({where})" if gave else f"whole ({where})"
+            return Planned(cfg.model_copy(update={"performance": perf}), fraction, estimate, text)
         if name == "numerics":
             scoring = speed * min(low, 1.0) * SCORING_S
             if low > 1.0:  # more than its model seconds: only what the rest leaves if slower
@@ -189,9 +195,6 @@ class Budget:
                 "limit states it at the draws it got); a check left too few draws to test is "
                 "not measured",
             )
-        if name == "performance":
-            later = speed * sum(_cost(g, low, cfg) for g in todo[1:])
-            return self._performance(cfg, share, left - later, where)
         if scaled > 0 and share >= 1.0:
             return Planned(cfg, share, estimate, f"whole ({where})")
         return Planned(cfg, 1.0, estimate, f"{WHOLE} ({where})")
@@ -218,42 +221,56 @@ class Budget:
             )
         return Planned(cfg.model_copy(update=update), share, estimate, text)
 
-    def _performance(self, cfg: GateConfig, share: float, left: float, where: str) -> Planned:
+    def _performance(
+        self, cfg: GateConfig, share: float, left: float
+    ) -> tuple[PerformanceConfig, float, float, list[str]]:
         """Fewer requests a block (at least `_least_per_block`), and the looks after the first
-        only while they fit the seconds the plan leaves (`left`: the time left less the gates
-        after this one), each look's seconds estimated by the gate from its first look."""
+        that fit the seconds the plan leaves (`left`: the time left less the gates after this
+        one). A gate whose blocks are scaled keeps time for one look after its first (a single
+        look left TTFT and E2EL open on stock servers, 2026-12-07); the looks that fit are
+        planned before any block runs (`max_blocks`, so each look's level is that schedule's),
+        and the gate times them by its first look's blocks (`looks_within_s`). Returns the
+        settings, the share of the requests a block, the first look's estimate and what the
+        plan gave up."""
         perf = cfg.performance
         least, asked = _least_per_block(cfg), perf.requests_per_block
-        per_block = min(asked, max(least, math.floor(share * asked)))
-        fraction = per_block / perf.requests_per_block
         unscalable, scaled = COST["performance"]
+        look = LOOK_BLOCKS / perf.blocks  # one look's blocks, as a share of the first look's
+        if share < 1.0:  # the first look and one more fit `left` at this share of the blocks
+            share = (left / self.speed - unscalable) / (scaled * (1.0 + look))
+        per_block = min(asked, max(least, math.floor(share * asked)))
+        fraction = per_block / asked
         estimate = self.speed * (unscalable + fraction * scaled)
-        # Each look after the first costs 2 blocks a side, and runs only while a check is open.
-        looks = max(0, perf.max_blocks - perf.blocks)
-        extra = self.speed * fraction * scaled * looks / perf.blocks
+        planned_looks = math.ceil(max(0, perf.max_blocks - perf.blocks) / LOOK_BLOCKS)
+        one = self.speed * fraction * scaled * look
         within = max(0.0, left - estimate)
         if perf.looks_within_s is not None:
             within = min(within, perf.looks_within_s)
-        limited = looks > 0 and within < extra
+        fit = min(planned_looks, math.floor(within / one)) if one > 0 else planned_looks
         update: dict[str, object] = {"requests_per_block": per_block}
         gave = []
-        if per_block < perf.requests_per_block:
+        if per_block < asked:
             gave.append(
-                f"{per_block} requests a block, not {perf.requests_per_block}: each block's P95 "
-                "rests on fewer answers, so the intervals widen"
+                f"{per_block} requests a block, not {asked}: each block's P95 rests on fewer "
+                "answers, so the intervals widen"
             )
-        if limited:
-            # 0 is no valid setting (gt=0): a millisecond holds no look either.
-            update["looks_within_s"] = max(within, 0.001)
+        if fit < planned_looks:
+            most = perf.blocks + LOOK_BLOCKS * fit
+            update["max_blocks"] = most
+            if fit:
+                update["looks_within_s"] = within
             gave.append(
-                f"looks after the first only while they fit {within:.0f} s (all "
-                f"{math.ceil(looks / LOOK_BLOCKS)} would take about {extra:.0f} s; each "
-                "look's seconds estimated from the first look's blocks): a check still open "
-                "when the next look does not fit is not measured"
+                (
+                    f"{fit} look(s) after the first, not {planned_looks} (up to {most} blocks a "
+                    f"side, not {perf.max_blocks}; each about {one:.0f} s, {within:.0f} s left "
+                    "for them, and the gate times them by its first look's blocks)"
+                    if fit
+                    else f"no looks after the first ({perf.blocks} blocks a side, not up to "
+                    f"{perf.max_blocks}: one would take about {one:.0f} s, {within:.0f} s left)"
+                )
+                + ": a check still open after them is not measured"
             )
-        planned = cfg.model_copy(update={"performance": perf.model_copy(update=update)})
-        text = f"{'; '.join(gave)} ({where})" if gave else f"whole ({where})"
-        return Planned(planned, fraction, estimate, text)
+        return perf.model_copy(update=update), fraction, estimate, gave
 
     def ran(self, name: str, result: GateResult) -> None:
         """Count a finished gate's seconds, and what they say of the run's speed."""
