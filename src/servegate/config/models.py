@@ -345,9 +345,9 @@ class GateConfig(_Frozen):
     )
     sampling_share: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         default=1.0,
-        description="The share of the sampling gate's plan sent: every cell's draws and each "
-        "penalty's answers scaled by it, at least 3 each and 24 a truncation cell; the seeds "
-        "and production answers stay (1: the whole plan). Fewer is faster and less "
+        description="The share of the sampling gate's plan sent: every cell's first-token "
+        "draws scaled by it, at least 3 each and 24 a truncation cell; the seeds, penalty "
+        "answers and production answers stay (1: the whole plan). Fewer is faster and less "
         "sensitive: each passing check's limit states the temperature error it would have "
         "detected at the draws it got (a check left too few draws to test is not measured).",
     )

@@ -15,12 +15,12 @@ run fits the time left, each gate at s or its own least share (`_least`):
 and the gate about to run gets its part: numerics `ceil(s × numerics_prompts)` probes and
 prompt scoring limited to s × SCORING_S × speed (more only from what would be left were the
 gates after it SLOWER_RISK times slower, up to `perplexity_budget_s`); sampling
-`sampling_share = s` (its production-settings answers and seeds run whole); performance
-`floor(s × 8)` requests a block (at least 5: `performance_min_samples` over its 6 blocks, and
-as many prompts answered alone as early_divergence's exact test needs), and its looks after
-the first only while they fit the seconds the plan leaves (`performance.looks_within_s`: the
-gate times each look by its first look's blocks, so a check the first look leaves open gets
-more blocks when there is time for them, and is not measured when there is not).
+`sampling_share = s` of its first-token draws (its production-settings answers, seeds and
+penalty answers run whole); performance `floor(s × 8)` requests a block (at least 5:
+`performance_min_samples` over its 6 blocks, and as many prompts answered alone as
+early_divergence's exact test needs) and the looks after its first that fit what the plan
+leaves (a scaled gate keeps time for one; `max_blocks`, each look timed by the gate from its
+first look's blocks against `performance.looks_within_s`).
 Golden, context, startup and embeddings run whole: each of their probes is a behaviour, not a
 draw, so cutting one would drop coverage, not power.
 Planning again before each gate corrects the model with what the run has measured.
@@ -48,7 +48,9 @@ COST: dict[str, tuple[float, float]] = {
     "numerics": (1.0, 54.0),
     "embeddings": (0.2, 0.0),
     "golden": (82.0, 0.0),
-    "sampling": (29.0, 79.0),  # its production answers and seeds run whole
+    # Its production answers, seeds and penalty answers run whole: 29 s, and the penalty
+    # answers' 28 % of the gate (25 of 89 s in this host's whole run, 2026-12-07).
+    "sampling": (59.0, 49.0),
     "context": (59.0, 0.0),
     "performance": (16.0, 81.0),  # its load blocks scale (requests a block)
 }
@@ -190,7 +192,7 @@ class Budget:
                 cfg.model_copy(update={"sampling_share": min(share, cfg.sampling_share)}),
                 share,
                 estimate,
-                f"{share:.0%} of the sampling plan's draws and penalty answers ({where}): the "
+                f"{share:.0%} of the sampling plan's first-token draws ({where}): the "
                 "smallest temperature error a check would detect grows (each passing check's "
                 "limit states it at the draws it got); a check left too few draws to test is "
                 "not measured",

@@ -114,11 +114,14 @@ class SamplingPlan:
             raise ValueError("tempered cells are at temperatures above 0 other than 1")
 
     def scaled(self, share: float) -> SamplingPlan:
-        """This plan with every cell's draws and each penalty's answers times `share`, rounded
-        up and at least MIN_SCALED (a truncation cell MIN_TRUNCATION_DRAWS; a count already
-        below its minimum, or 0, is kept): the whole plan at 1. The prompts, temperatures,
-        truncations, seeds and production repeats stay: what is checked stays, each check on
-        fewer draws (production's checks need 10 repeats of a request to be measured at all)."""
+        """This plan with every cell's draws times `share`, rounded up and at least MIN_SCALED
+        (a truncation cell MIN_TRUNCATION_DRAWS; a count already below its minimum, or 0, is
+        kept): the whole plan at 1. The prompts, temperatures, truncations, seeds, penalty
+        answers and production repeats stay: what is checked stays, each first-token check on
+        fewer draws. Production's checks need 10 repeats of a request to be measured at all;
+        the penalty checks were measured: with 3 answers each (a quarter) the stripped
+        penalties passed on the reference engine where 10 fail them (2 of 2, 2026-12-07,
+        benchmarks/RESULTS-sampling.md), their stated power at 3 answers 0.02-0.25."""
         if not 0.0 < share <= 1.0:
             raise ValueError(f"share must be in (0, 1], not {share}")
 
@@ -130,7 +133,6 @@ class SamplingPlan:
             reference_draws=part(self.reference_draws),
             tempered_draws=part(self.tempered_draws),
             truncation_draws=part(self.truncation_draws, MIN_TRUNCATION_DRAWS),
-            penalty_draws=part(self.penalty_draws),
             bias_draws=part(self.bias_draws),
         )
 

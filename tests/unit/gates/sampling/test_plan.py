@@ -81,16 +81,17 @@ def test_a_scaled_plan_keeps_every_check_on_fewer_draws() -> None:
     whole = SamplingPlan()
     half = whole.scaled(0.5)
     assert (half.reference_draws, half.tempered_draws, half.truncation_draws) == (48, 24, 24)
-    assert (half.penalty_draws, half.bias_draws, half.production_repeats) == (5, 12, 10)
+    assert (half.penalty_draws, half.bias_draws, half.production_repeats) == (10, 12, 10)
     assert (half.prompts, half.temperatures, half.seeds) == (
         whole.prompts, whole.temperatures, whole.seeds,
     )  # fmt: skip
     assert whole.scaled(1.0) == whole
     tiny = whole.scaled(0.01)
-    assert (tiny.reference_draws, tiny.penalty_draws, tiny.truncation_draws) == (3, 3, 24)
-    assert tiny.production_repeats == whole.production_repeats
+    assert (tiny.reference_draws, tiny.truncation_draws) == (3, 24)
+    # The penalty checks' answers and production's repeats stay whole: with 3 answers the
+    # stripped penalties passed where 10 fail them (benchmarks/RESULTS-sampling.md).
+    assert (tiny.penalty_draws, tiny.production_repeats) == (10, 10)
     assert SamplingPlan(bias_draws=0, penalty_draws=2).scaled(0.5).bias_draws == 0
-    assert SamplingPlan(penalty_draws=2).scaled(0.5).penalty_draws == 2
 
 
 @pytest.mark.parametrize("share", [0.0, -0.5, 1.5])
