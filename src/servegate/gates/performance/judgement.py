@@ -21,6 +21,7 @@ against the baseline's own disagreement (the noise floor).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
@@ -83,7 +84,15 @@ def _interval(ci: ShiftInterval | None) -> str:
     return f"{ci.low:.2f}–{high}× ({ci.confidence:.1%})"
 
 
-def _decided_by(j: RatioJudgement, looks: int, limit: float, stopped: str | None) -> str:
+@dataclass(frozen=True)
+class _Looks:
+    """The looks the run planned, and why they stopped for time (None: they did not)."""
+
+    planned: int
+    stopped: str | None
+
+
+def _decided_by(j: RatioJudgement, looks: _Looks, limit: float) -> str:
     """The reason of a decided or undecided ratio: which bound decided and why, the test it
     is equivalent to and the look."""
     ci, band = j.interval, j.band
@@ -91,7 +100,7 @@ def _decided_by(j: RatioJudgement, looks: int, limit: float, stopped: str | None
     assert band is not None
     look = j.look
     at = (
-        f"look {look.number} of {looks}, {look.blocks} blocks a side, "
+        f"look {look.number} of {looks.planned}, {look.blocks} blocks a side, "
         f"one-sided level {look.level:.2g}"
     )
     side, word = ("greater", "slowdown") if j.increase else ("less", "drop")
@@ -124,13 +133,13 @@ def _decided_by(j: RatioJudgement, looks: int, limit: float, stopped: str | None
     if not ci.bounded:
         change = "rise" if j.increase else "drop"
         return _too_few_blocks(ci.n_baseline, ci.n_candidate, look.level, change)
-    if look.number < looks:
+    if look.number < looks.planned:
         return (
             f"undecided when the blocks stopped: interval {_interval(ci)} holds the band "
             f"{band:.2f}× (ratio {times(ci.estimate)}; {test}; {at}); no later look ran ("
             + (
-                f"no time: {stopped}"
-                if stopped is not None
+                f"no time: {looks.stopped}"
+                if looks.stopped is not None
                 else "another latency or throughput had failed, or a side stopped answering"
             )
             + ")"
@@ -155,8 +164,7 @@ def _latency(
     c: SideLoad,
     j: RatioJudgement,
     policy: Policy,
-    looks: int,
-    stopped: str | None,
+    looks: _Looks,
 ) -> Check:
     """Judged per block, the unit that is independent: requests of one block share the
     machine's state (another process on a shared core slows all of them), so a test over
@@ -190,7 +198,7 @@ def _latency(
         policy_key="p95_latency_regression_max",
         core=core,
         row=row,
-        reason="block P95s: " + _decided_by(j, looks, 1 + allowed, stopped),
+        reason="block P95s: " + _decided_by(j, looks, 1 + allowed),
     )
 
 
@@ -204,12 +212,7 @@ def _band(limit: float, floor: AAFloor) -> str:
 
 
 def _throughput(
-    b: SideLoad,
-    c: SideLoad,
-    j: RatioJudgement,
-    policy: Policy,
-    looks: int,
-    stopped: str | None,
+    b: SideLoad, c: SideLoad, j: RatioJudgement, policy: Policy, looks: _Looks
 ) -> Check:
     title, row = "output tokens/s, candidate / baseline", "throughput"
     allowed = policy.throughput_drop_max
@@ -231,7 +234,7 @@ def _throughput(
         + j.floor.text(),
         policy_key="throughput_drop_max",
         row=row,
-        reason="block throughputs: " + _decided_by(j, looks, 1 - allowed, stopped),
+        reason="block throughputs: " + _decided_by(j, looks, 1 - allowed),
     )
 
 
@@ -353,11 +356,10 @@ def evaluate(ev: PerformanceEvidence, policy: Policy, *, strict: bool = False) -
     """Judge the load run: latencies, throughput, errors, load checks, agreement under load."""
     b, c = (side_load(ev, name) for name in SIDES)
     r = side_load(ev, REPLICA) if ev.replica_url is not None else None
-    looks = len(look_schedule(ev.settings, policy))
+    looks = _Looks(len(look_schedule(ev.settings, policy)), ev.looks_stopped)
     _, judged = look_judgements(ev.blocks, ev.settings, policy, replica=r is not None)
-    stopped = ev.looks_stopped
-    checks = [_latency(*spec, b, c, judged[spec[0]], policy, looks, stopped) for spec in LATENCIES]
-    checks.append(_throughput(b, c, judged[THROUGHPUT], policy, looks, stopped))
+    checks = [_latency(*spec, b, c, judged[spec[0]], policy, looks) for spec in LATENCIES]
+    checks.append(_throughput(b, c, judged[THROUGHPUT], policy, looks))
     capacity = capacity_check(ev, policy)
     if capacity is not None:  # without an SLO the report shows why as evidence, not a check
         checks.append(capacity)
