@@ -163,43 +163,46 @@ class Budget:
                 mid = (low + high) / 2
                 low, high = (mid, high) if cost(mid) <= left else (low, mid)
         share = min(1.0, max(low, _least(name, cfg)))
-        scaled = COST.get(name, (0.0, 0.0))[1]
-        estimate = speed * _cost(name, low, cfg)
+
+        def where(estimate: float) -> str:
+            return (
+                f"estimated {estimate:.0f} s at {speed:.2f}× the model's speed; {left:.0f} s of "
+                f"the {self.total_s:g} s budget left"
+                + (
+                    f", {cost(0.0):.0f} s needed by the smallest plan: the smallest plan runs"
+                    if smallest
+                    else ""
+                )
+            )
+
         if name == "performance":
             later = speed * sum(_cost(g, low, cfg) for g in todo[1:])
             perf, fraction, estimate, gave = self._performance(cfg, share, left - later)
-        where = (
-            f"estimated {estimate:.0f} s at {speed:.2f}× the model's speed; {left:.0f} s of "
-            f"the {self.total_s:g} s budget left"
-            + (
-                f", {cost(0.0):.0f} s needed by the smallest plan: the smallest plan runs"
-                if smallest
-                else ""
+            text = (
+                f"{'; '.join(gave)} ({where(estimate)})" if gave else f"whole ({where(estimate)})"
             )
-        )
-        if name == "performance":
-            text = f"{'; '.join(gave)} ({where})" if gave else f"whole ({where})"
             return Planned(cfg.model_copy(update={"performance": perf}), fraction, estimate, text)
+        estimate = speed * _cost(name, low, cfg)
         if name == "numerics":
             scoring = speed * min(low, 1.0) * SCORING_S
             if low > 1.0:  # more than its model seconds: only what the rest leaves if slower
                 rest = SLOWER_RISK * speed * sum(_cost(g, 1.0, cfg) for g in todo if g != name)
                 own = speed * (_cost(name, 1.0, cfg) - SCORING_S)  # its probes, whole
                 scoring = max(scoring, min(speed * low * SCORING_S, left - rest - own))
-            return self._numerics(cfg, share, scoring, where)
+            return self._numerics(cfg, share, scoring, where(estimate))
         if name == "sampling" and share < 1.0:
             return Planned(
                 cfg.model_copy(update={"sampling_share": min(share, cfg.sampling_share)}),
                 share,
                 estimate,
-                f"{share:.0%} of the sampling plan's first-token draws ({where}): the "
+                f"{share:.0%} of the sampling plan's first-token draws ({where(estimate)}): the "
                 "smallest temperature error a check would detect grows (each passing check's "
                 "limit states it at the draws it got); a check left too few draws to test is "
                 "not measured",
             )
-        if scaled > 0 and share >= 1.0:
-            return Planned(cfg, share, estimate, f"whole ({where})")
-        return Planned(cfg, 1.0, estimate, f"{WHOLE} ({where})")
+        if COST.get(name, (0.0, 0.0))[1] > 0 and share >= 1.0:
+            return Planned(cfg, share, estimate, f"whole ({where(estimate)})")
+        return Planned(cfg, 1.0, estimate, f"{WHOLE} ({where(estimate)})")
 
     def _numerics(self, cfg: GateConfig, share: float, scoring_s: float, where: str) -> Planned:
         probes = min(cfg.numerics_prompts, max(MIN_PROBES, math.ceil(share * cfg.numerics_prompts)))
