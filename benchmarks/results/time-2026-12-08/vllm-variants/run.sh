@@ -6,7 +6,9 @@
 #          candidate — stream-utf8 (correctness gates), hang-long (startup), slow and
 #          batch-corrupt (performance, with an A/A performance run beside them);
 #   fp32   the candidate restarted with `--dtype float32`;
-#   mixed  the candidate restarted on the mixed-dtype weights.
+#   mixed  the candidate restarted on the mixed-dtype weights;
+#   complete  the mixed-dtype weights again, AFTER_ROOT alone with `--complete` (every gate run
+#          after the critical finding), into OUT/complete-mixed.json and OUT/complete.db.
 # Correctness gates: startup,numerics,golden,context (the sampling gate did not exist at the
 # filing). Each report OUT/TREE-NAME.json, one store per tree (OUT/TREE.db), one line per run in
 # OUT/runs.txt. Every server and proxy is stopped by its own PID.
@@ -27,14 +29,16 @@ serve() {  # serve NAME PORT [vllm_model args]: background, its PID in $last
   last=$!; pids+=("$last")
 }
 stop() { kill "$@" 2>/dev/null; wait "$@" 2>/dev/null; }
+trees=(before after)
 gate() {  # gate NAME PORT GATES: each tree in turn
-  local name=$1 p=$2 gates=$3 tree root t0 t1 rc
-  for tree in before after; do
-    root=$before; [ $tree = after ] && root=$after
+  local name=$1 p=$2 gates=$3 tree root t0 t1 rc extra
+  for tree in "${trees[@]}"; do
+    root=$before; [ $tree != before ] && root=$after
+    extra=(); [ $tree = complete ] && extra=(--complete)
     t0=$(date +%s.%N)
     PYTHONPATH="$root/src" $PY -m servegate gate --baseline "http://127.0.0.1:$pb/v1" \
       --candidate "http://127.0.0.1:$p/v1" --gates "$gates" --json "$out/$tree-$name.json" \
-      --db "$out/$tree.db" --quiet
+      --db "$out/$tree.db" --quiet "${extra[@]}"
     rc=$?; t1=$(date +%s.%N)
     echo "$tree-$name rc=$rc wall=$(echo "$t1 - $t0" | bc) load=$(cut -d' ' -f1 /proc/loadavg) at=$(date -u +%H:%M:%S)" | tee -a "$out/runs.txt"
   done
@@ -48,6 +52,7 @@ for stage in "${stages[@]}"; do
     bf16) serve bf16 "$pc";;
     fp32) serve fp32 "$pc" --dtype float32;;
     mixed) serve mixed "$pc" --variant mixed-dtype;;
+    complete) serve complete "$pc" --variant mixed-dtype; trees=(complete); stage=mixed;;
   esac
   cand=$last
   up "$pb" && up "$pc" || { echo "$stage: a server did not start" | tee -a "$out/runs.txt"; exit 1; }

@@ -39,7 +39,7 @@ def walls(out: Path) -> dict[str, str]:
 def reports(out: Path, names: tuple[str, ...]) -> list[tuple[str, str, dict[str, object]]]:
     got = []
     for name in names:
-        for tree in ("before", "after"):
+        for tree in ("before", "after", "complete"):
             path = out / f"{tree}-{name}.json"
             if path.exists():
                 got.append((name, tree, json.loads(path.read_text())))
