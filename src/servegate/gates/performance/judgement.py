@@ -29,6 +29,7 @@ from servegate.config.models import Policy
 from servegate.gates.performance.capacity import capacity_check, capacity_details
 from servegate.gates.performance.looks import (
     LATENCIES,
+    SEQUENTIAL,
     THROUGHPUT,
     AAFloor,
     RatioJudgement,
@@ -140,6 +141,9 @@ def _decided_by(j: RatioJudgement, looks: _Looks, limit: float) -> str:
             + (
                 f"no time: {looks.stopped}"
                 if looks.stopped is not None
+                else "only an undecided TTFT, E2EL or throughput runs a later look, and this "
+                "check is none of them"
+                if j.metric not in SEQUENTIAL
                 else "another latency or throughput had failed, or a side stopped answering"
             )
             + ")"

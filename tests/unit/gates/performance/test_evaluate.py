@@ -705,6 +705,25 @@ def test_a_check_the_budget_left_no_look_for_is_not_measured_and_says_so() -> No
     assert "look 1 of 5, 4 blocks a side" in ttft.reason
 
 
+def test_tpot_open_when_the_core_ratios_decided_says_it_runs_no_look_of_its_own() -> None:
+    # Seen on two reference engines (2026-12-08, `--gates performance`): TPOT's interval held
+    # the band after the first look while TTFT, E2EL and throughput had passed, so no later look
+    # ran; the reason said a check had failed or a side stopped answering, neither true. Here
+    # each token after the first 1.2x slower and the first token faster, so E2EL stays level.
+    ev = _evidence(Side(1), Side(2, ttft_scale=0.6, tail_scale=1.2))
+    assert undecided(ev.blocks, SETTINGS, Policy(), replica=False) == []  # no look runs
+    result = evaluate(ev, Policy())
+    tpot = next(c for c in result.checks if c.name == "tpot_ms")
+    assert tpot.outcome is Outcome.NOT_MEASURED, tpot.reason
+    assert not tpot.core  # an open TPOT is reported, not a reason to withhold the pass
+    assert result.status is Status.PASS
+    assert "undecided when the blocks stopped" in tpot.reason
+    assert "no later look ran (only an undecided TTFT, E2EL or throughput runs a later look" in (
+        tpot.reason
+    )
+    assert "had failed" not in tpot.reason
+
+
 def test_a_failed_latency_says_its_lower_bound_decided_and_its_equivalent_test() -> None:
     result = evaluate(_evidence(Side(1), Side(2, scale=1.5), blocks=6), Policy())
     ttft = next(c for c in result.checks if c.name == "ttft_ms")
