@@ -257,7 +257,9 @@ class Budget:
         if per_block < asked:
             gave.append(
                 f"{per_block} requests a block, not {asked}: each block's P95 rests on fewer "
-                "answers, so the intervals widen"
+                "answers, so the intervals widen, and early divergence compares "
+                f"{min(per_block, perf.isolated_prompts)} prompts, not "
+                f"{min(asked, perf.isolated_prompts)}: at 5 each of them must part to fail it"
             )
         if fit < planned_looks:
             most = perf.blocks + LOOK_BLOCKS * fit
