@@ -32,7 +32,9 @@ def walls(out: Path) -> dict[str, str]:
     return got
 
 
-def gate_cells(db: Path, run_id: str, statuses: dict[str, str]) -> list[str]:
+def gate_cells(
+    db: Path, run_id: str, statuses: dict[str, str], gates: tuple[str, ...] = GATES
+) -> list[str]:
     _run, requests, _offset = load(str(db), run_id)
     spans: dict[str, list[float]] = defaultdict(list)
     sides: dict[str, dict[str, int]] = defaultdict(lambda: {"baseline": 0, "candidate": 0})
@@ -40,7 +42,7 @@ def gate_cells(db: Path, run_id: str, statuses: dict[str, str]) -> list[str]:
         spans[r.gate] += [r.start_s, r.end_s]
         sides[r.gate][r.side] = sides[r.gate].get(r.side, 0) + 1
     cells = []
-    for gate in GATES:
+    for gate in gates:
         status = statuses.get(gate, "-")
         if gate not in spans:
             cells.append(status if status != "-" else "not run")
